@@ -1,0 +1,3 @@
+from openapi2mcp.cli import main
+
+main()

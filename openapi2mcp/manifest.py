@@ -1,0 +1,316 @@
+"""The Manifest: the seam between compile time and run time.
+
+Everything the runtime needs to serve a set of MCP tools and forward their calls to a REST API,
+as plain pydantic data: tool definitions exactly as clients see them, and per tool the plan of
+HTTP calls to make. Nothing of the original spec that the runtime does not need.
+
+A Manifest is frozen and hashed: the same spec and overlays give byte-identical JSON. Loading
+one imports pydantic and nothing else from the compile side (no prance, no openapi-core), so a
+frozen server package starts fast.
+
+Shape of a tool (one plan serves single-operation tools, collapsed tools and chains):
+
+    ToolSpec
+      dispatch: single | action | presence      how a call picks its branch
+      branches: [Branch]                        one per action / argument combination
+        steps: [Step]                           the HTTP calls, in order (a chain when > 1)
+          operation: OperationSpec              method, path template, where each value goes
+            params: [ParamSpec]                 each fed by a tool argument, a fixed value or
+            body: BodySpec                      an expression over earlier results
+        output: expression                      assembles the result from the steps
+      response: ResponseSpec                    projection, truncation, size caps, wrapping
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from openapi2mcp import __version__
+
+MANIFEST_FORMAT = 1
+
+Risk = Literal["low", "medium", "high", "critical", "forbidden"]
+RISK_ORDER: dict[str, int] = {"low": 0, "medium": 1, "high": 2, "critical": 3, "forbidden": 4}
+Location = Literal["path", "query", "header", "cookie"]
+Dispatch = Literal["single", "action", "presence"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+# ----------------------------------------------------------------------------- request plan
+
+
+class ParamSpec(_Model):
+    """One parameter of an HTTP request and where its value comes from.
+
+    Exactly one source is set: `arg` (a tool argument), `value` (fixed by the overlay, hidden
+    from the model) or `expr` (a JMESPath expression over `{inputs, steps}` in a chain).
+    """
+
+    name: str  # the wire name, as the spec spells it
+    location: Location
+    arg: str | None = None
+    fixed: bool = False
+    value: Any = None
+    expr: str | None = None
+    required: bool = False
+    style: str = "form"  # OpenAPI serialisation style
+    explode: bool = True
+    allow_reserved: bool = False
+    content_type: str | None = None  # set when the spec gives `content` instead of `schema`
+
+
+class BodySpec(_Model):
+    """The request body: either one argument holds all of it, or arguments map to properties."""
+
+    media_type: str  # application/json, application/x-www-form-urlencoded, multipart/form-data, ...
+    required: bool = False
+    arg: str | None = None  # whole-body mode: this argument is the body
+    expr: str | None = None  # whole-body mode in a chain: computed body
+    properties: dict[str, str] = Field(default_factory=dict)  # tool argument -> body property
+    fixed: dict[str, Any] = Field(default_factory=dict)  # body property -> fixed value
+    exprs: dict[str, str] = Field(default_factory=dict)  # body property -> expression (chains)
+    binary: list[str] = Field(default_factory=list)  # multipart properties sent as files (base64 args)
+
+
+class OperationSpec(_Model):
+    """One HTTP operation as the runtime calls it."""
+
+    id: str  # operationId, or "METHOD /path" when the spec has none
+    method: str  # upper case
+    path: str  # template relative to the upstream base URL, e.g. /pets/{petId}
+    params: list[ParamSpec] = Field(default_factory=list)
+    body: BodySpec | None = None
+    success: list[str] = Field(default_factory=lambda: ["2XX"])  # documented success statuses
+    accept: str | None = None  # the Accept header to send (the success media types)
+
+
+class Step(_Model):
+    """One HTTP call within a tool; `id` names it for later steps and for error reports."""
+
+    id: str
+    operation: OperationSpec
+    when: str | None = None  # JMESPath; the step runs only when it is truthy
+
+
+class Branch(_Model):
+    """One way a tool can run: a list of steps plus the policy of what they do."""
+
+    key: str  # the action value (dispatch=action) or a label
+    when: list[str] = Field(default_factory=list)  # dispatch=presence: taken when all are given
+    requires: list[str] = Field(default_factory=list)  # arguments this branch needs
+    steps: list[Step]
+    output: str | None = None  # JMESPath over {inputs, steps}; None: the last step's body
+    risk: Risk = "low"
+    side_effects: list[str] = Field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------- results
+
+
+class ResponseSpec(_Model):
+    """How an upstream body becomes the tool result."""
+
+    select: str | None = None  # JMESPath projection applied to the body
+    max_items: int | None = None  # arrays in the result are cut to this many items
+    max_bytes: int = 64_000  # cap on the serialised result
+    wrap: str | None = None  # structuredContent key when the result is not a JSON object
+    units: dict[str, str] = Field(default_factory=dict)  # result field -> unit (documentation)
+
+
+class FailureMode(_Model):
+    """An overlay's mapping of an upstream status to a stable error code and message."""
+
+    code: str
+    message: str | None = None
+    retryable: bool | None = None
+
+
+# ----------------------------------------------------------------------------- tools
+
+
+class ToolSpec(_Model):
+    """A tool as clients see it (the definition) and as the runtime runs it (the plan)."""
+
+    name: str
+    title: str | None = None
+    description: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None = None
+    annotations: dict[str, Any] = Field(default_factory=dict)  # MCP ToolAnnotations, camelCase
+    meta: dict[str, Any] = Field(default_factory=dict)  # tool `_meta` (operation ids, category)
+
+    dispatch: Dispatch = "single"
+    action_arg: str = "action"
+    branches: list[Branch]
+    response: ResponseSpec = Field(default_factory=ResponseSpec)
+    failure_modes: dict[str, FailureMode] = Field(default_factory=dict)  # "404", "4XX", "default"
+
+    risk: Risk = "low"
+    category: str | None = None
+    permissions: list[str] = Field(default_factory=list)
+    side_effects: list[str] = Field(default_factory=list)
+    audit_event: str | None = None
+    sensitive: list[str] = Field(default_factory=list)  # argument names redacted in logs
+
+    def definition(self) -> dict[str, Any]:
+        """The tool exactly as `tools/list` shows it (MCP wire names)."""
+        out: dict[str, Any] = {"name": self.name}
+        if self.title:
+            out["title"] = self.title
+        out["description"] = self.description
+        out["inputSchema"] = self.input_schema
+        if self.output_schema is not None:
+            out["outputSchema"] = self.output_schema
+        if self.annotations:
+            out["annotations"] = self.annotations
+        if self.meta:
+            out["_meta"] = self.meta
+        return out
+
+
+# ----------------------------------------------------------------------------- upstream
+
+
+class AuthSpec(_Model):
+    """How the server authenticates to the upstream; values are ${VAR} templates."""
+
+    type: Literal["none", "bearer", "header", "query", "basic", "cookie"] = "none"
+    name: str | None = None  # header / query / cookie name
+    value: str | None = None  # token or key template, e.g. "${API_TOKEN}"
+    username: str | None = None
+    password: str | None = None
+
+
+class TimeoutSpec(_Model):
+    connect: float = 5.0
+    read: float = 30.0
+    total: float = 60.0  # the whole call's deadline, retries included
+
+
+class UpstreamSpec(_Model):
+    base_url: str  # template: "${API_URL:-https://api.example.com/v1}"
+    auth: AuthSpec = Field(default_factory=AuthSpec)
+    timeout: TimeoutSpec = Field(default_factory=TimeoutSpec)
+    headers: dict[str, str] = Field(default_factory=dict)  # extra static headers (templates)
+    max_response_bytes: int = 10_000_000  # bodies above this are refused, never buffered whole
+    verify_tls: bool = True
+
+
+class ServerSpec(_Model):
+    name: str
+    title: str | None = None
+    version: str = "0.0.0"
+    instructions: str | None = None
+
+
+class SourceSpec(_Model):
+    """Where the Manifest came from (for reproducibility; never the content itself)."""
+
+    name: str
+    sha256: str
+    kind: str  # "openapi 3.0.3", "swagger 2.0", "openapi2mcp overlay 1", "oai overlay 1.0.0"
+
+
+class Manifest(_Model):
+    format: int = MANIFEST_FORMAT
+    generator: str = f"openapi2mcp {__version__}"
+    server: ServerSpec
+    upstream: UpstreamSpec
+    tools: list[ToolSpec]
+    sources: list[SourceSpec] = Field(default_factory=list)
+    content_hash: str = ""
+
+    # ------------------------------------------------------------------ serialisation
+
+    def payload(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True, exclude={"content_hash"})
+
+    def compute_hash(self) -> str:
+        return "sha256:" + hashlib.sha256(canonical_json(self.payload()).encode()).hexdigest()
+
+    def sealed(self) -> Manifest:
+        """A copy with `content_hash` set; what `compile` writes."""
+        return self.model_copy(update={"content_hash": self.compute_hash()})
+
+    def to_json(self) -> str:
+        data = self.model_dump(mode="json", by_alias=True)
+        return json.dumps(data, indent=1, ensure_ascii=False, sort_keys=False) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Manifest:
+        manifest = cls.model_validate_json(text)
+        if manifest.format != MANIFEST_FORMAT:
+            raise ValueError(
+                f"manifest format {manifest.format} is not supported by this openapi2mcp "
+                f"(it reads format {MANIFEST_FORMAT}); recompile it with `openapi2mcp compile`"
+            )
+        if manifest.content_hash and manifest.content_hash != manifest.compute_hash():
+            raise ValueError("manifest content does not match its content_hash: the file was edited or damaged")
+        return manifest
+
+    @classmethod
+    def read(cls, path: str | Path) -> Manifest:
+        return cls.from_json(Path(path).read_bytes())
+
+    def tool(self, name: str) -> ToolSpec | None:
+        for t in self.tools:
+            if t.name == name:
+                return t
+        return None
+
+
+def canonical_json(data: Any) -> str:
+    """The one JSON spelling used for hashes: sorted keys, no spaces, UTF-8."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+# ----------------------------------------------------------------------------- ${VAR} templates
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|\$\$")
+
+
+class MissingVariable(KeyError):
+    """A ${VAR} without a default is not set in the environment."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(name)
+
+
+def template_vars(template: str) -> list[str]:
+    """The variable names a template refers to."""
+    return [m.group(1) for m in _VAR.finditer(template) if m.group(1)]
+
+
+def expand(template: str, environ: Mapping[str, str] | None = None) -> str:
+    """Expand ${VAR} and ${VAR:-default} (shell-like; `$$` is a literal `$`).
+
+    `${VAR:-d}` uses d when VAR is unset or empty; `${VAR-d}` only when unset. A ${VAR} with no
+    default that is not set raises MissingVariable, so a missing secret is never sent as "".
+    """
+    env = os.environ if environ is None else environ
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        name, default = m.group(1), m.group(2)
+        value = env.get(name)
+        colon = m.group(0)[2 + len(name) : 3 + len(name)] == ":"
+        if value is None or (colon and value == ""):
+            if default is None:
+                raise MissingVariable(name)
+            return default
+        return value
+
+    return _VAR.sub(sub, template)
