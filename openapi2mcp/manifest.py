@@ -77,10 +77,12 @@ class BodySpec(_Model):
     required: bool = False
     arg: str | None = None  # whole-body mode: this argument is the body
     expr: str | None = None  # whole-body mode in a chain: computed body
+    value: Any = None  # whole-body mode: a fixed body (when neither arg nor expr is set)
     properties: dict[str, str] = Field(default_factory=dict)  # tool argument -> body property
     fixed: dict[str, Any] = Field(default_factory=dict)  # body property -> fixed value
     exprs: dict[str, str] = Field(default_factory=dict)  # body property -> expression (chains)
     binary: list[str] = Field(default_factory=list)  # multipart properties sent as files (base64 args)
+    content_types: dict[str, str] = Field(default_factory=dict)  # multipart property -> part content type
 
 
 class OperationSpec(_Model):

@@ -1,0 +1,347 @@
+"""The `openapi2mcp` command.
+
+    openapi2mcp inspect SPEC [--overlay FILE ...] [--all-operations] [--json]
+    openapi2mcp compile SPEC [--overlay FILE ...] [--all-operations] -o manifest.json
+    openapi2mcp serve   SPEC [--overlay FILE ...] [--transport stdio|http] [--host H] [--port P]
+    openapi2mcp serve   --manifest manifest.json [...]
+    openapi2mcp demo
+    openapi2mcp schema  overlay|manifest
+
+Exit codes: 0 ok, 2 bad input (spec, overlay, configuration), 1 a bug in openapi2mcp.
+Imports are lazy: `serve --manifest` never loads the compiler, prance or openapi-core.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
+
+import typer
+
+if TYPE_CHECKING:
+    from openapi2mcp.compile import Compiled
+    from openapi2mcp.manifest import Manifest
+
+app = typer.Typer(
+    name="openapi2mcp",
+    help="Turn an OpenAPI description plus a curated overlay into a few safe, task-level MCP tools.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+T = TypeVar("T")
+
+SpecArg = Annotated[str, typer.Argument(help="OpenAPI 3.0/3.1 or Swagger 2.0 document: a file path or an http(s) URL.")]
+OverlayOpt = Annotated[
+    list[Path] | None,
+    typer.Option("--overlay", "-O", help="A tool overlay (openapi2mcp: 1) or an OAI Overlay; repeatable, in order."),
+]
+AllOpsOpt = Annotated[
+    bool, typer.Option("--all-operations", help="Expose every operation as its own tool (no overlay needed).")
+]
+StrictOpt = Annotated[bool, typer.Option("--strict", help="Validate the spec fully; spec warnings become errors.")]
+RemoteOpt = Annotated[
+    list[str] | None,
+    typer.Option("--allow-remote-refs", help="Allow $refs to this host (repeatable; '*' for any host)."),
+]
+
+
+class Transport(StrEnum):
+    stdio = "stdio"
+    http = "http"
+
+
+# ============================================================================ error handling
+
+
+def _fail(message: str, code: int = 2) -> NoReturn:
+    typer.echo(f"openapi2mcp: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _guarded(fn: Callable[[], T]) -> T:
+    """Run a command body: user errors exit 2 with their message, bugs exit 1 without a traceback."""
+    from openapi2mcp.errors import InputError
+
+    try:
+        return fn()
+    except InputError as e:
+        _fail("error: " + e.render())
+    except typer.Exit:
+        raise
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    except Exception as e:
+        from openapi2mcp.runtime import ConfigError
+
+        if isinstance(e, ConfigError):
+            _fail(f"error: {e}")
+        if os.environ.get("OPENAPI2MCP_DEBUG"):
+            raise
+        _fail(
+            f"internal error ({type(e).__name__}: {e}). This is a bug in openapi2mcp; rerun with "
+            "OPENAPI2MCP_DEBUG=1 for the traceback and report it.",
+            code=1,
+        )
+
+
+def _compile(
+    spec: str,
+    overlays: list[Path] | None,
+    all_operations: bool,
+    strict: bool,
+    remote: list[str] | None,
+    quiet: bool = False,
+) -> Compiled:
+    from openapi2mcp.compile import compile_manifest
+    from openapi2mcp.errors import InputError
+    from openapi2mcp.load import load_spec
+    from openapi2mcp.overlay import read_overlay
+
+    docs = [read_overlay(p) for p in overlays or []]
+    allow: bool | list[str] = True if remote and "*" in remote else list(remote or [])
+    loaded = load_spec(spec, allow_remote_refs=allow or False, strict=strict)
+    compiled = compile_manifest(loaded, docs, all_operations=all_operations)
+    if strict and compiled.warnings:
+        raise InputError(compiled.warnings, title="spec problems (--strict):")
+    if compiled.warnings and not quiet:
+        _print_warnings(compiled)
+    return compiled
+
+
+def _print_warnings(compiled: Compiled, limit: int = 10) -> None:
+    warnings = compiled.warnings
+    typer.echo(f"openapi2mcp: {len(warnings)} spec warning(s):", err=True)
+    for w in warnings[:limit]:
+        typer.echo(f"  warning: {w}", err=True)
+    if len(warnings) > limit:
+        typer.echo(f"  ... and {len(warnings) - limit} more (openapi2mcp inspect --warnings lists all)", err=True)
+
+
+# ============================================================================ inspect / compile
+
+
+@app.command()
+def inspect(
+    spec: SpecArg,
+    overlay: OverlayOpt = None,
+    all_operations: AllOpsOpt = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the tools/list JSON and nothing else.")] = False,
+    warnings: Annotated[bool, typer.Option("--warnings", help="List every spec warning.")] = False,
+    strict: StrictOpt = False,
+    allow_remote_refs: RemoteOpt = None,
+) -> None:
+    """Show the tools exactly as an MCP client will see them, with their size."""
+
+    def run() -> None:
+        compiled = _compile(spec, overlay, all_operations, strict, allow_remote_refs, quiet=True)
+        listed = [t for t in compiled.manifest.tools if t.risk != "forbidden"]
+        definitions = [t.definition() for t in listed]
+        if as_json:
+            sys.stdout.write(json.dumps(definitions, indent=2, ensure_ascii=False) + "\n")
+            return
+        _print_inspect(compiled, definitions)
+        if compiled.warnings:
+            if warnings:
+                for w in compiled.warnings:
+                    typer.echo(f"warning: {w}")
+            else:
+                typer.echo(f"{len(compiled.warnings)} spec warning(s); --warnings lists them")
+
+    _guarded(run)
+
+
+def _print_inspect(compiled: Compiled, definitions: list[dict[str, Any]]) -> None:
+    m = compiled.manifest
+    rows = []
+    total = 0
+    for tool, d in zip([t for t in m.tools if t.risk != "forbidden"], definitions, strict=True):
+        size = len(json.dumps(d, ensure_ascii=False).encode())
+        total += size
+        ops = ", ".join(f"{s.operation.method} {s.operation.path}" for b in tool.branches for s in b.steps)
+        rows.append((tool.name, tool.risk, ops, size))
+    hidden = len(m.tools) - len(definitions)
+    typer.echo(f"{m.server.name} {m.server.version}: {len(definitions)} tool(s)"
+               + (f" (+{hidden} forbidden, not listed)" if hidden else "")
+               + f", upstream {m.upstream.base_url}")
+    width = max((len(r[0]) for r in rows), default=4)
+    for name, risk, ops, size in rows:
+        typer.echo(f"  {name:<{width}}  {risk:<8}  {size:>8,} B  ~{_tokens(size):>7,} tok  {ops}")
+    listing = json.dumps({"tools": definitions}, ensure_ascii=False).encode()
+    typer.echo(f"tools/list: {len(listing):,} bytes, ~{_tokens(len(listing)):,} tokens "
+               f"(estimate: bytes/4); manifest {m.content_hash[:19]}")
+
+
+def _tokens(size: int) -> int:
+    return max(1, round(size / 4))
+
+
+@app.command("compile")
+def compile_cmd(
+    spec: SpecArg,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the Manifest JSON.")],
+    overlay: OverlayOpt = None,
+    all_operations: AllOpsOpt = False,
+    strict: StrictOpt = False,
+    allow_remote_refs: RemoteOpt = None,
+) -> None:
+    """Compile SPEC and overlays into a frozen, hashed Manifest (what `serve --manifest` runs)."""
+
+    def run() -> None:
+        compiled = _compile(spec, overlay, all_operations, strict, allow_remote_refs)
+        text = compiled.manifest.to_json()
+        if str(output) == "-":
+            sys.stdout.write(text)
+            return
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text, encoding="utf-8")
+        m = compiled.manifest
+        typer.echo(f"wrote {output}: {len(m.tools)} tool(s), {len(text.encode()):,} bytes, {m.content_hash}",
+                   err=True)
+
+    _guarded(run)
+
+
+# ============================================================================ serve / demo
+
+
+@app.command()
+def serve(
+    spec: Annotated[str | None, typer.Argument(help="OpenAPI document (file or URL); or use --manifest.")] = None,
+    overlay: OverlayOpt = None,
+    manifest: Annotated[
+        Path | None, typer.Option("--manifest", "-m", help="Serve a compiled Manifest (no spec parsing).")
+    ] = None,
+    all_operations: AllOpsOpt = False,
+    transport: Annotated[Transport, typer.Option("--transport", "-t", help="stdio or http.")] = Transport.stdio,
+    host: Annotated[str, typer.Option(help="HTTP: address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="HTTP: port.")] = 8000,
+    path: Annotated[str, typer.Option(help="HTTP: the MCP endpoint path.")] = "/mcp",
+    stateless: Annotated[bool, typer.Option(help="HTTP: no sessions (every request stands alone).")] = False,
+    allowed_host: Annotated[
+        list[str] | None, typer.Option("--allowed-host", help="HTTP: extra Host header value to accept (repeatable).")
+    ] = None,
+    allowed_origin: Annotated[
+        list[str] | None, typer.Option("--allowed-origin", help="HTTP: extra Origin to accept (repeatable).")
+    ] = None,
+    base_url: Annotated[str | None, typer.Option(help="Override the upstream base URL.")] = None,
+    strict: StrictOpt = False,
+    allow_remote_refs: RemoteOpt = None,
+    log_level: Annotated[str, typer.Option(help="Log level for stderr.")] = "warning",
+) -> None:
+    """Serve the tools over MCP (stdio by default, or Streamable HTTP) and forward calls upstream."""
+
+    def run() -> None:
+        _logging(log_level)
+        m = _manifest_for_serve(spec, overlay, manifest, all_operations, strict, allow_remote_refs)
+        if base_url:
+            m = m.model_copy(update={"upstream": m.upstream.model_copy(update={"base_url": base_url})})
+        _run_server(m, transport, host, port, path, stateless, allowed_host, allowed_origin)
+
+    _guarded(run)
+
+
+def _manifest_for_serve(
+    spec: str | None,
+    overlay: list[Path] | None,
+    manifest: Path | None,
+    all_operations: bool,
+    strict: bool,
+    remote: list[str] | None,
+) -> Manifest:
+    from openapi2mcp.manifest import Manifest
+
+    if manifest is not None:
+        if spec or overlay:
+            _fail("give either SPEC (with --overlay) or --manifest, not both")
+        try:
+            return Manifest.read(manifest)
+        except FileNotFoundError:
+            _fail(f"manifest not found: {manifest}")
+        except ValueError as e:
+            _fail(f"{manifest}: not a usable manifest: {str(e).splitlines()[0]}")
+    if not spec:
+        _fail("give a SPEC (with --overlay or --all-operations), or --manifest FILE")
+    return _compile(spec, overlay, all_operations, strict, remote).manifest
+
+
+def _run_server(
+    m: Manifest,
+    transport: Transport,
+    host: str,
+    port: int,
+    path: str,
+    stateless: bool,
+    allowed_hosts: list[str] | None,
+    allowed_origins: list[str] | None,
+) -> None:
+    import anyio
+
+    from openapi2mcp.runtime import serve_http, serve_stdio
+
+    if transport is Transport.stdio:
+        anyio.run(lambda: serve_stdio(m))
+        return
+    typer.echo(f"openapi2mcp: serving {len(m.tools)} tool(s) at http://{_url_host(host)}:{port}{path}", err=True)
+    anyio.run(lambda: serve_http(m, host=host, port=port, path=path, stateless=stateless,
+                                 allowed_hosts=allowed_hosts, allowed_origins=allowed_origins))
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _logging(level: str) -> None:
+    import logging
+
+    logging.basicConfig(level=level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+@app.command()
+def demo(
+    serve_it: Annotated[
+        bool, typer.Option("--serve", help="Keep serving over HTTP after the tour (for your own MCP client).")
+    ] = False,
+    port: Annotated[int, typer.Option(help="With --serve: the MCP HTTP port.")] = 8000,
+) -> None:
+    """Start a bundled example REST API on 127.0.0.1, serve it through openapi2mcp, and call it."""
+    from openapi2mcp.demo import run_demo
+
+    _guarded(lambda: run_demo(serve=serve_it, port=port))
+
+
+# ============================================================================ schema
+
+
+@app.command()
+def schema(
+    which: Annotated[str, typer.Argument(help="overlay (the tool overlay format) or manifest.")] = "overlay",
+) -> None:
+    """Print a JSON Schema: the overlay format (for editors) or the Manifest."""
+    if which == "overlay":
+        from openapi2mcp.overlay import overlay_json_schema
+
+        data = overlay_json_schema()
+    elif which == "manifest":
+        from openapi2mcp.manifest import Manifest
+
+        data = Manifest.model_json_schema(by_alias=True)
+    else:
+        _fail(f"unknown schema {which!r}: use overlay or manifest")
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1064 @@
+"""The compile stage: a loaded spec plus overlays -> a frozen, hashed Manifest.
+
+    compile_manifest(spec, overlays, all_operations=False) -> Compiled(manifest, warnings)
+
+What happens, in order:
+1. OAI Overlay documents patch the spec (overlay.apply_oai_overlays).
+2. Every operation is indexed by operationId and by "METHOD /path".
+3. Each overlay tool is compiled against its operation: the arguments the model sees (path,
+   query, header and cookie parameters plus the request body's top-level properties, renamed,
+   narrowed, fixed or hidden as the overlay says), the output schema of the success response,
+   annotations from risk and method, and the call plan the runtime follows.
+4. With `passthrough: true` (or `--all-operations` without an overlay) every other operation
+   becomes a tool of its own, 1:1.
+
+Anything the overlay names that does not exist is an error with file, line and a suggestion; a
+problem in the spec that can be worked around is a warning with its JSON pointer.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import jsonschema
+
+from openapi2mcp import __version__
+from openapi2mcp.errors import InputError, Problem, SpecWarning, did_you_mean
+from openapi2mcp.manifest import (
+    RISK_ORDER,
+    AuthSpec,
+    BodySpec,
+    Branch,
+    FailureMode,
+    Manifest,
+    OperationSpec,
+    ParamSpec,
+    ResponseSpec,
+    Risk,
+    ServerSpec,
+    SourceSpec,
+    Step,
+    TimeoutSpec,
+    ToolSpec,
+    UpstreamSpec,
+)
+from openapi2mcp.overlay import KeyPath, OverlayFile, ParamDef, ToolDef, ToolOverlay, apply_oai_overlays
+from openapi2mcp.schemas import SchemaConverter, SchemaError, limit_depth, limit_size, trim, walk_properties
+
+if TYPE_CHECKING:
+    from openapi2mcp.load import LoadedSpec
+
+HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
+DEFAULT_RISK: dict[str, Risk] = {
+    "GET": "low", "HEAD": "low", "OPTIONS": "low", "TRACE": "low",
+    "POST": "medium", "PUT": "medium", "PATCH": "medium", "DELETE": "high",
+}
+# Header parameters OpenAPI says to ignore: the HTTP layer sets them.
+_IGNORED_HEADERS = frozenset({"accept", "content-type", "authorization"})
+_ARG_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
+RAW_DESCRIPTION_LIMIT = 1024
+# Output schemas describe the shape of results to the model and let clients validate them.
+# Deeper than this they say "an object" / "an array" without the contents: real response schemas
+# are DAGs whose full expansion explodes (Stripe: 180 MB for 417 tools inlined) while the model
+# needs the first levels. Overlay tools project their responses, so they get more room.
+OUTPUT_DEPTH_RAW = 3
+OUTPUT_DEPTH_TOOL = 3
+PROJECTION_BASE_DEPTH = 12
+# Raw (1:1) tools also get a size budget per schema (about bytes, see schemas.limit_size): a
+# Kubernetes create call's body alone is ~200 KB inlined. Overlay tools are curated: no budget.
+RAW_INPUT_BUDGET = 16_000
+RAW_OUTPUT_BUDGET = 8_000
+
+
+@dataclass
+class Compiled:
+    manifest: Manifest
+    warnings: list[SpecWarning]
+
+
+@dataclass
+class Operation:
+    """One operation of the spec, with its path-level parameters merged in."""
+
+    id: str
+    method: str  # upper case
+    path: str
+    pointer: str  # JSON pointer of the operation object
+    node: dict[str, Any]
+    params: list[tuple[dict[str, Any], str]]  # (resolved parameter object, its pointer)
+
+    @property
+    def key(self) -> str:
+        return f"{self.method} {self.path}"
+
+
+@dataclass
+class _Arg:
+    """A model-visible argument under construction."""
+
+    name: str
+    wire: str
+    location: str  # path | query | header | cookie | body | body* (whole body)
+    schema: dict[str, Any]
+    required: bool
+    param: ParamSpec | None = None  # for non-body arguments
+    fixed: bool = False
+    value: Any = None
+    hidden: bool = False
+    binary: bool = False
+    sensitive: bool = False
+
+
+@dataclass
+class _Context:
+    spec: LoadedSpec
+    document: dict[str, Any]
+    converter: SchemaConverter
+    ops: dict[str, Operation]
+    warnings: list[SpecWarning] = field(default_factory=list)
+    auth: AuthSpec = field(default_factory=AuthSpec)
+    auth_params: set[tuple[str, str]] = field(default_factory=set)  # (location, lower-case name)
+
+    def warn(self, message: str, pointer: str, hint: str | None = None) -> None:
+        self.warnings.append(SpecWarning(message=message, location={"pointer": pointer}, hint=hint))
+
+
+# ============================================================================ entry point
+
+
+def compile_manifest(
+    spec: LoadedSpec,
+    overlays: Sequence[OverlayFile] = (),
+    *,
+    all_operations: bool = False,
+) -> Compiled:
+    """Compile a spec and overlays into a sealed Manifest (raises InputError on bad input)."""
+    tool_overlays = [o for o in overlays if o.tools is not None]
+    if len(tool_overlays) > 1:
+        raise InputError.at(
+            f"more than one tool overlay given ({', '.join(o.path for o in tool_overlays)})",
+            hint="merge them into one `openapi2mcp: 1` file; OAI Overlays (overlay: 1.x) may repeat",
+        )
+    doc_overlay = tool_overlays[0] if tool_overlays else None
+    if doc_overlay is None and not all_operations:
+        raise InputError.at(
+            "no tool overlay given: nothing to expose",
+            hint="pass --overlay FILE (an `openapi2mcp: 1` file), or --all-operations for every operation 1:1",
+        )
+    document = apply_oai_overlays(spec.document, [o for o in overlays if o.oai is not None])
+    converter = SchemaConverter(document, openapi31=spec.openapi_version.startswith("3.1"))
+    ctx = _Context(spec=spec, document=document, converter=converter, ops={})
+    ctx.ops = index_operations(document, ctx)
+    if not ctx.ops:
+        raise InputError.at("the spec has no operations under `paths`", file=spec.source, pointer="/paths")
+    tool_overlay = doc_overlay.tools if doc_overlay else None
+    upstream = _upstream(ctx, tool_overlay, doc_overlay)
+
+    tools: list[ToolSpec] = []
+    used: set[str] = set()
+    if doc_overlay and tool_overlay:
+        problems: list[Problem] = []
+        for i, tdef in enumerate(tool_overlay.tools):
+            try:
+                tool = _overlay_tool(ctx, tdef, tool_overlay, doc_overlay, ("tools", i))
+            except InputError as e:
+                problems.extend(e.problems)
+                continue
+            tools.append(tool)
+            used.update(s.operation.id for b in tool.branches for s in b.steps)
+        if problems:
+            raise InputError(problems, title=f"{doc_overlay.path}: the overlay does not fit the spec")
+        _check_unique(tools, doc_overlay)
+    if all_operations or (tool_overlay is not None and tool_overlay.passthrough):
+        taken = {t.name for t in tools}
+        ops = [op for op in _unique_ops(ctx.ops) if op.id not in used]
+        tools.extend(_raw_tool(ctx, op, name) for op, name in zip(ops, _raw_names(ops, taken), strict=True))
+
+    manifest = Manifest(
+        generator=f"openapi2mcp {__version__}",
+        server=_server(spec, document, tool_overlay),
+        upstream=upstream,
+        tools=tools,
+        sources=_sources(spec, overlays),
+    ).sealed()
+    return Compiled(manifest=manifest, warnings=[*spec.warnings, *ctx.warnings])
+
+
+# ============================================================================ the operation index
+
+
+def index_operations(document: dict[str, Any], ctx: _Context) -> dict[str, Operation]:
+    """operationId -> Operation and "METHOD /path" -> Operation, in spec order."""
+    out: dict[str, Operation] = {}
+    paths = document.get("paths") or {}
+    if not isinstance(paths, dict):
+        raise InputError.at("`paths` is not a mapping", pointer="/paths")
+    for path, item in paths.items():
+        item_ptr = "/paths/" + _escape(path)
+        try:
+            item = ctx.converter.resolve(item, item_ptr)
+        except SchemaError as e:
+            ctx.warn(f"path item skipped: {e}", item_ptr)
+            continue
+        if not isinstance(item, dict):
+            continue
+        shared = _params(ctx, item.get("parameters"), item_ptr + "/parameters")
+        for method in HTTP_METHODS:
+            node = item.get(method)
+            if not isinstance(node, dict):
+                continue
+            ptr = f"{item_ptr}/{method}"
+            own = _params(ctx, node.get("parameters"), ptr + "/parameters")
+            merged = {(p.get("in"), p.get("name")): (p, at) for p, at in shared}
+            merged.update({(p.get("in"), p.get("name")): (p, at) for p, at in own})
+            op_id = node.get("operationId")
+            key = f"{method.upper()} {path}"
+            op = Operation(
+                id=op_id if isinstance(op_id, str) and op_id.strip() else key,
+                method=method.upper(), path=path, pointer=ptr, node=node, params=list(merged.values()),
+            )
+            if op.id in out and op.id != key:  # a duplicate operationId (the loader warns): by "METHOD /path"
+                op.id = key
+
+            out.setdefault(op.id, op)
+            out.setdefault(key, op)
+    return out
+
+
+def _params(ctx: _Context, raw: Any, pointer: str) -> list[tuple[dict[str, Any], str]]:
+    out = []
+    for i, p in enumerate(raw or [] if isinstance(raw, list) else []):
+        at = f"{pointer}/{i}"
+        try:
+            p = ctx.converter.resolve(p, at)
+        except SchemaError as e:
+            ctx.warn(f"parameter skipped: {e}", at)
+            continue
+        if not isinstance(p, dict) or not isinstance(p.get("name"), str) or p.get("in") not in (
+            "path", "query", "header", "cookie"
+        ):
+            ctx.warn("parameter skipped: it needs a string `name` and `in` of path/query/header/cookie", at)
+            continue
+        out.append((p, at))
+    return out
+
+
+def _unique_ops(ops: dict[str, Operation]) -> list[Operation]:
+    seen: set[str] = set()
+    out = []
+    for op in ops.values():
+        if op.key not in seen:
+            seen.add(op.key)
+            out.append(op)
+    return out
+
+
+def find_operation(ctx: _Context, ref: str) -> Operation | None:
+    op = ctx.ops.get(ref)
+    if op is None:
+        method, _, path = ref.strip().partition(" ")
+        op = ctx.ops.get(f"{method.upper()} {path.strip()}")
+    return op
+
+
+# ============================================================================ tools from the overlay
+
+
+def _overlay_tool(
+    ctx: _Context, tdef: ToolDef, overlay: ToolOverlay, doc: OverlayFile, at: KeyPath
+) -> ToolSpec:
+    op = find_operation(ctx, tdef.operation)
+    if op is None:
+        ids = [k for k in ctx.ops if " " not in k] or list(ctx.ops)
+        hint = did_you_mean(tdef.operation, ids)
+        raise InputError(doc.problem(
+            (*at, "operation"),
+            f"unknown operation {tdef.operation!r}" + (f"; {hint}" if hint else ""),
+            hint='use an operationId from the spec, or "METHOD /path"; `openapi2mcp inspect SPEC '
+            "--all-operations` lists them",
+        ))
+    args = _operation_args(ctx, op)
+    args = _apply_param_defs(ctx, op, args, tdef, doc, at)
+    risk: Risk = tdef.risk or DEFAULT_RISK.get(op.method, "medium")
+    response_def = tdef.response or (overlay.defaults.response if overlay.defaults else None)
+    input_schema = _input_schema(args)
+    output_schema, wrap = _output_schema(ctx, op, OUTPUT_DEPTH_TOOL)
+    response = ResponseSpec(
+        select=response_def.select if response_def else None,
+        max_items=response_def.max_items if response_def else None,
+        max_bytes=(response_def.max_bytes if response_def and response_def.max_bytes else 64_000),
+        wrap=wrap,
+        units=dict(tdef.units),
+    )
+    if response.select:
+        output_schema, response = _projected_output(ctx, op, response, doc, (*at, "response", "select"))
+    units = dict(tdef.units)
+    if units:
+        output_schema = copy.deepcopy(output_schema)  # converted schemas are shared between tools
+        _apply_units(input_schema, output_schema, units, doc, (*at, "units"))
+    description = tdef.description or _op_description(op, limit=None)
+    if units:
+        description += "\nUnits: " + "; ".join(f"{k} = {v}" for k, v in units.items()) + "."
+    annotations = _annotations(op.method, risk, tdef.title, tdef.annotations.model_dump(
+        by_alias=True, exclude_none=True) if tdef.annotations else {})
+    return ToolSpec(
+        name=tdef.name,
+        title=tdef.title or _op_title(op),
+        description=description.strip(),
+        input_schema=input_schema,
+        output_schema=output_schema,
+        annotations=annotations,
+        dispatch="single",
+        branches=[Branch(key="default", steps=[Step(id="call", operation=_operation_spec(ctx, op, args))],
+                         risk=risk, side_effects=list(tdef.side_effects))],
+        response=response,
+        failure_modes={k: FailureMode(code=v.code, message=v.message, retryable=v.retryable)
+                       for k, v in tdef.failure_modes.items()},
+        risk=risk,
+        category=tdef.category,
+        permissions=list(tdef.permissions),
+        side_effects=list(tdef.side_effects),
+        audit_event=tdef.audit_event,
+        sensitive=sorted(a.name for a in args if a.sensitive and not a.fixed),
+    )
+
+
+def _apply_param_defs(
+    ctx: _Context, op: Operation, args: list[_Arg], tdef: ToolDef, doc: OverlayFile, at: KeyPath
+) -> list[_Arg]:
+    """Rename, narrow, fix or hide arguments as the overlay's `params` say."""
+    by_wire = {a.wire: a for a in args}
+    by_name = {a.name: a for a in args}
+    problems: list[Problem] = []
+    for key, pdef in tdef.params.items():
+        where = (*at, "params", key)
+        arg, model_name = _match_param(key, pdef, by_wire, by_name)
+        if arg is None:
+            known = sorted({*by_name, *by_wire})
+            hint = did_you_mean(key if not pdef.rename else pdef.rename, known)
+            problems.append(doc.problem(
+                where, f"operation {op.id!r} has no parameter or body property {key!r}"
+                + (f" (nor {pdef.rename!r})" if pdef.rename else "") + (f"; {hint}" if hint else ""),
+                hint=f"its arguments are: {', '.join(known)}" if known else "it takes no arguments",
+            ))
+            continue
+        try:
+            _apply_param_def(arg, model_name, pdef)
+        except ValueError as e:
+            problems.append(doc.problem(where, str(e)))
+    if problems:
+        raise InputError(problems)
+    names: dict[str, _Arg] = {}
+    for a in args:
+        if a.fixed or a.hidden:
+            continue
+        if a.name in names:
+            raise InputError(doc.problem(
+                (*at, "params"), f"two arguments would be called {a.name!r} ({names[a.name].wire} and {a.wire})",
+                hint="rename one of them with `rename`",
+            ))
+        names[a.name] = a
+    return args
+
+
+def _match_param(
+    key: str, pdef: ParamDef, by_wire: dict[str, _Arg], by_name: dict[str, _Arg]
+) -> tuple[_Arg | None, str]:
+    """Find the argument a `params` key means; returns it and the name the model will see."""
+    found = by_wire.get(key) or by_name.get(key)
+    if pdef.rename is None:
+        return found, found.name if found else key
+    other = by_wire.get(pdef.rename) or by_name.get(pdef.rename)
+    if found and not other:
+        return found, pdef.rename  # q_limit: {rename: limit}
+    if other and not found:
+        return other, key  # limit: {rename: q_limit}
+    if found and other:
+        raise ValueError(f"both {key!r} and {pdef.rename!r} are parameters of this operation: rename is ambiguous")
+    return None, key
+
+
+def _apply_param_def(arg: _Arg, model_name: str, pdef: ParamDef) -> None:
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", model_name):
+        raise ValueError(f"argument name {model_name!r} is invalid: use 1-64 of A-Za-z0-9_.-")
+    arg.name = model_name
+    arg.sensitive = arg.sensitive or pdef.sensitive
+    if pdef.has("value"):
+        arg.fixed, arg.value = True, pdef.value
+        _check_value(arg.schema, pdef.value, "value")
+        return
+    if pdef.hidden:
+        if arg.required:
+            raise ValueError(f"{arg.wire!r} is required by the spec: it cannot be hidden; give it a fixed `value`")
+        arg.hidden = True
+        return
+    base = arg.schema
+    schema = dict(base)
+    for kw, val in pdef.schema_keywords().items():
+        _check_keyword(kw, val, base)
+        schema[kw] = val
+    if "enum" in pdef.model_fields_set and pdef.enum is not None:
+        for v in pdef.enum:
+            _check_value(base, v, "enum value")
+    if pdef.description is not None:
+        schema["description"] = pdef.description
+    if pdef.unit:
+        schema["description"] = (schema.get("description", "") + f" Unit: {pdef.unit}.").strip()
+    if pdef.required is not None:
+        if arg.required and not pdef.required and "default" not in schema:
+            raise ValueError(f"{arg.wire!r} is required by the spec; making it optional needs a `default`")
+        arg.required = pdef.required
+    if "default" in schema:
+        _check_value(schema, schema["default"], "default")
+    arg.schema = schema
+
+
+_KEYWORD_TYPES = {
+    "minimum": ("number", "integer"), "maximum": ("number", "integer"), "exclusiveMinimum": ("number", "integer"),
+    "exclusiveMaximum": ("number", "integer"), "multipleOf": ("number", "integer"),
+    "minLength": ("string",), "maxLength": ("string",), "pattern": ("string",), "format": ("string",),
+    "minItems": ("array",), "maxItems": ("array",),
+}
+
+
+def _check_keyword(kw: str, value: Any, schema: dict[str, Any]) -> None:
+    wanted = _KEYWORD_TYPES.get(kw)
+    types = _types_of(schema)
+    if wanted and types and not types & set(wanted):
+        raise ValueError(
+            f"`{kw}` applies to {'/'.join(wanted)} values, but this parameter is {'/'.join(sorted(types))}"
+        )
+
+
+def _types_of(schema: dict[str, Any]) -> set[str]:
+    t = schema.get("type")
+    if isinstance(t, str):
+        return {t}
+    if isinstance(t, list):
+        return {x for x in t if isinstance(x, str)} - {"null"}
+    return set()
+
+
+def _check_value(schema: dict[str, Any], value: Any, what: str) -> None:
+    if _has_ref(schema):
+        return  # recursive parts need the root's $defs; the runtime validates these anyway
+    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(value), key=lambda e: e.path)
+    if errors:
+        raise ValueError(f"{what} {value!r} does not fit the parameter's schema: {errors[0].message}")
+
+
+def _has_ref(schema: Any) -> bool:
+    if isinstance(schema, dict):
+        return "$ref" in schema or any(_has_ref(v) for v in schema.values())
+    if isinstance(schema, list):
+        return any(_has_ref(v) for v in schema)
+    return False
+
+
+# ============================================================================ raw tools (1:1)
+
+
+def _raw_tool(ctx: _Context, op: Operation, name: str) -> ToolSpec:
+    args = _operation_args(ctx, op)
+    risk: Risk = DEFAULT_RISK.get(op.method, "medium")
+    output_schema, wrap = _output_schema(ctx, op, OUTPUT_DEPTH_RAW)
+    if output_schema is not None:
+        output_schema = limit_size(output_schema, RAW_OUTPUT_BUDGET)
+    return ToolSpec(
+        name=name,
+        title=_op_title(op),
+        description=_op_description(op, limit=RAW_DESCRIPTION_LIMIT),
+        input_schema=limit_size(_input_schema(args), RAW_INPUT_BUDGET),
+        output_schema=output_schema,
+        annotations=_annotations(op.method, risk, None, {}),
+        branches=[Branch(key="default", steps=[Step(id="call", operation=_operation_spec(ctx, op, args))], risk=risk)],
+        response=ResponseSpec(wrap=wrap),
+        risk=risk,
+        category=(op.node.get("tags") or [None])[0] if isinstance(op.node.get("tags"), list) else None,
+    )
+
+
+def _raw_names(ops: list[Operation], taken: set[str]) -> list[str]:
+    """Valid, unique, deterministic tool names (1-64 of A-Za-z0-9_.-) from operation ids."""
+    names = []
+    used = set(taken)
+    for op in ops:
+        base = op.id if op.id != op.key else f"{op.method.lower()}_{op.path}"
+        base = base.replace("/", ".") if op.id != op.key else base.replace("/", "_")
+        base = _ARG_NAME.sub("_", base).strip("_.-") or "operation"
+        base = re.sub(r"[_]{2,}", "_", base)
+        if len(base) > 64:
+            base = base[:55] + "_" + hashlib.sha1(op.key.encode()).hexdigest()[:8]
+        name, n = base, 2
+        while name in used:
+            suffix = f"_{n}"
+            name, n = base[: 64 - len(suffix)] + suffix, n + 1
+        used.add(name)
+        names.append(name)
+    return names
+
+
+def _check_unique(tools: list[ToolSpec], doc: OverlayFile) -> None:
+    seen: dict[str, int] = {}
+    for i, t in enumerate(tools):
+        if t.name in seen:
+            raise InputError(doc.problem(("tools", i, "name"), f"tool name {t.name!r} is used twice",
+                                         hint="tool names must be unique"))
+        seen[t.name] = i
+
+
+# ============================================================================ arguments of an operation
+
+
+def _operation_args(ctx: _Context, op: Operation) -> list[_Arg]:
+    """Every argument an operation takes, as the model would see it 1:1."""
+    args: list[_Arg] = []
+    for p, at in op.params:
+        loc, wire = p["in"], p["name"]
+        if loc == "header" and wire.lower() in _IGNORED_HEADERS:
+            continue
+        if (loc, wire.lower()) in ctx.auth_params:
+            continue  # the upstream auth supplies it
+        schema, content_type = _param_schema(ctx, p, at)
+        style = p.get("style") or ("form" if loc in ("query", "cookie") else "simple")
+        explode = p.get("explode", style == "form")
+        desc = p.get("description")
+        if isinstance(desc, str) and desc.strip() and "description" not in schema:
+            schema = {**schema, "description": _short(desc, 600)}
+        if p.get("deprecated") is True:
+            schema = {**schema, "deprecated": True}
+        if "example" in p and "examples" not in schema and not isinstance(p["example"], dict | list):
+            schema = {**schema, "examples": [p["example"]]}
+        required = loc == "path" or p.get("required") is True
+        spec = ParamSpec(name=wire, location=loc, style=str(style), explode=bool(explode),
+                         allow_reserved=p.get("allowReserved") is True, required=required,
+                         content_type=content_type)
+        args.append(_Arg(name=_arg_name(wire), wire=wire, location=loc, schema=schema, required=required,
+                         param=spec, sensitive=_is_sensitive(wire, schema)))
+    args.extend(_body_args(ctx, op, {a.name for a in args}))
+    return _dedupe_names(args)
+
+
+def _param_schema(ctx: _Context, p: dict[str, Any], at: str) -> tuple[dict[str, Any], str | None]:
+    if "schema" in p:
+        return _convert(ctx, p["schema"], "input", at + "/schema"), None
+    content = p.get("content")
+    if isinstance(content, dict) and content:
+        media, mt = next(iter(content.items()))
+        schema = mt.get("schema") if isinstance(mt, dict) else None
+        return _convert(ctx, schema or {}, "input", at + "/content"), str(media)
+    return {"type": "string"}, None
+
+
+def _convert(
+    ctx: _Context, schema: Any, mode: str, pointer: str, max_depth: int | None = None
+) -> dict[str, Any]:
+    try:
+        return ctx.converter.convert(schema, "input" if mode == "input" else "output", max_depth)
+    except SchemaError as e:
+        ctx.warn(f"schema replaced by 'any value': {e}", e.pointer or pointer)
+        return {}
+
+
+@dataclass
+class _Body:
+    media: str
+    schema: Any  # the raw OpenAPI schema of that media type
+    required: bool
+    description: str | None
+    encoding: dict[str, Any]
+
+
+def _request_body(ctx: _Context, op: Operation) -> _Body | None:
+    """The request body in the media type we will send (JSON first, then forms, then others)."""
+    raw = op.node.get("requestBody")
+    if raw is None:
+        return None
+    at = op.pointer + "/requestBody"
+    try:
+        body = ctx.converter.resolve(raw, at)
+    except SchemaError as e:
+        ctx.warn(f"request body ignored: {e}", at)
+        return None
+    content = body.get("content") if isinstance(body, dict) else None
+    if not isinstance(content, dict) or not content:
+        return None
+    media = _pick_media(list(content))
+    mt = content.get(media) if isinstance(content.get(media), dict) else {}
+    assert isinstance(mt, dict)
+    desc = body.get("description")
+    encoding = mt.get("encoding") if isinstance(mt.get("encoding"), dict) else {}
+    assert isinstance(encoding, dict)
+    return _Body(media=media, schema=mt.get("schema", {}), required=body.get("required") is True,
+                 description=desc if isinstance(desc, str) and desc.strip() else None, encoding=encoding)
+
+
+def _body_args(ctx: _Context, op: Operation, taken: set[str]) -> list[_Arg]:
+    body = _request_body(ctx, op)
+    if body is None:
+        return []
+    media, required = body.media, body.required
+    schema = _convert(ctx, body.schema, "input", op.pointer + "/requestBody")
+    props = _object_properties(schema)
+    form = media in ("application/x-www-form-urlencoded", "multipart/form-data")
+    if props is None or not props[0]:
+        if form and props is not None:
+            return []  # an empty form
+        if body.description and "description" not in schema:
+            schema = {**schema, "description": _short(body.description, 600)}
+        return [_Arg(name="body", wire=media, location="body*", schema=schema, required=required)]
+    properties, required_props, defs = props
+    args = []
+    for name, sub in properties.items():
+        arg_name = _arg_name(name)
+        if arg_name in taken:
+            arg_name = _arg_name("body_" + name)
+        binary = media == "multipart/form-data" and _is_binary(sub)
+        if binary:
+            sub = {"type": "string", "contentEncoding": "base64",
+                   "description": (sub.get("description", "") + " File content, base64-encoded.").strip()}
+        if defs and _has_ref(sub):
+            sub = {**sub, "$defs": defs}
+        args.append(_Arg(name=arg_name, wire=name, location="body", schema=sub,
+                         required=required and name in required_props, binary=binary,
+                         sensitive=_is_sensitive(name, sub)))
+    return args
+
+
+def _object_properties(schema: dict[str, Any]) -> tuple[dict[str, Any], set[str], dict[str, Any]] | None:
+    """Top-level properties of an object body (allOf merged), or None when it is not one."""
+    defs = schema.get("$defs", {})
+    parts = [schema]
+    if "allOf" in schema and not schema.get("properties"):
+        parts = [p for p in schema["allOf"] if isinstance(p, dict)]
+    properties: dict[str, Any] = {}
+    required: set[str] = set()
+    for part in parts:
+        if "$ref" in part or "anyOf" in part or "oneOf" in part:
+            return None
+        types = _types_of(part)
+        if types and types != {"object"}:
+            return None
+        if not types and "properties" not in part:
+            return None
+        properties.update(part.get("properties") or {})
+        required.update(r for r in part.get("required") or [] if isinstance(r, str))
+    if not properties and any(p.get("additionalProperties") not in (None, False) for p in parts):
+        return None  # a map: keep it whole
+    return properties, required, defs
+
+
+def _pick_media(media_types: list[str]) -> str:
+    def rank(m: str) -> int:
+        base = m.split(";")[0].strip().lower()
+        if base == "application/json" or base.endswith("+json"):
+            return 0
+        return {"application/x-www-form-urlencoded": 1, "multipart/form-data": 2}.get(base, 3)
+
+    return sorted(media_types, key=rank)[0]
+
+
+def _is_binary(schema: dict[str, Any]) -> bool:
+    return schema.get("format") in ("binary", "byte") or schema.get("contentMediaType") is not None
+
+
+def _is_sensitive(name: str, schema: dict[str, Any]) -> bool:
+    return schema.get("format") == "password" or bool(
+        re.search(r"pass(word)?|secret|token|api[-_]?key|credential", name, re.I)
+    )
+
+
+def _arg_name(wire: str) -> str:
+    name = _ARG_NAME.sub("_", wire).strip("_") or "arg"
+    return name[:64]
+
+
+def _dedupe_names(args: list[_Arg]) -> list[_Arg]:
+    seen: set[str] = set()
+    for a in args:
+        base, n = a.name, 2
+        while a.name in seen:
+            a.name, n = f"{base}_{n}"[:64], n + 1
+        seen.add(a.name)
+    return args
+
+
+def _input_schema(args: list[_Arg]) -> dict[str, Any]:
+    """One flat object schema: no top-level oneOf/anyOf (MCP clients and LLM APIs reject them)."""
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    defs: dict[str, Any] = {}
+    for a in args:
+        if a.fixed or a.hidden:
+            continue
+        schema = a.schema
+        if "$defs" in schema:
+            schema = dict(schema)
+            defs.update(schema.pop("$defs"))
+        properties[a.name] = schema
+        if a.required:
+            required.append(a.name)
+    out: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        out["required"] = required
+    out["additionalProperties"] = False
+    if defs:
+        out["$defs"] = {k: defs[k] for k in sorted(defs)}
+    return out
+
+
+def _operation_spec(ctx: _Context, op: Operation, args: list[_Arg]) -> OperationSpec:
+    params: list[ParamSpec] = []
+    body: BodySpec | None = None
+    body_props: dict[str, str] = {}
+    body_fixed: dict[str, Any] = {}
+    binary: list[str] = []
+    for a in args:
+        if a.location in ("body", "body*"):
+            continue
+        assert a.param is not None
+        if a.hidden:
+            continue
+        if a.fixed:
+            params.append(a.param.model_copy(update={"fixed": True, "value": a.value, "required": True}))
+        else:
+            params.append(a.param.model_copy(update={"arg": a.name, "required": a.required}))
+    whole = next((a for a in args if a.location == "body*"), None)
+    request_body = _request_body(ctx, op)
+    if whole is not None:
+        if whole.fixed:
+            body = BodySpec(media_type=whole.wire, required=True, value=whole.value)
+        elif not whole.hidden:
+            body = BodySpec(media_type=whole.wire, required=whole.required, arg=whole.name)
+    elif request_body is not None:
+        for a in args:
+            if a.location != "body" or a.hidden:
+                continue
+            if a.fixed:
+                body_fixed[a.wire] = a.value
+            else:
+                body_props[a.name] = a.wire
+            if a.binary:
+                binary.append(a.wire)
+        content_types = {
+            name: str(enc["contentType"]).split(",")[0].strip()
+            for name, enc in request_body.encoding.items()
+            if name in binary and isinstance(enc, dict) and enc.get("contentType")
+        }
+        if body_props or body_fixed or request_body.required:
+            body = BodySpec(media_type=request_body.media, required=request_body.required,
+                            properties=body_props, fixed=body_fixed, binary=binary,
+                            content_types=content_types)
+    success = _success_statuses(op)
+    accept = _accept(op)
+    return OperationSpec(id=op.id, method=op.method, path=op.path, params=params, body=body,
+                         success=success, accept=accept)
+
+
+# ============================================================================ responses
+
+
+def _success_response(ctx: _Context, op: Operation) -> dict[str, Any] | None:
+    """The response object of the operation's main success status (200 first, then 2xx)."""
+    responses = op.node.get("responses")
+    if not isinstance(responses, dict):
+        return None
+    codes = [str(c) for c in responses]
+    ordered = sorted((c for c in codes if c.startswith("2")), key=lambda c: (c != "200", c))
+    for code in ordered:
+        try:
+            resp = ctx.converter.resolve(responses.get(code, responses.get(int(code) if code.isdigit() else code)))
+        except SchemaError:
+            continue
+        if isinstance(resp, dict):
+            return resp
+    return None
+
+
+def _success_statuses(op: Operation) -> list[str]:
+    responses = op.node.get("responses")
+    if not isinstance(responses, dict):
+        return ["2XX"]
+    codes = sorted(str(c).upper() for c in responses if str(c).startswith("2"))
+    return codes or ["2XX"]
+
+
+def _accept(op: Operation) -> str | None:
+    responses = op.node.get("responses")
+    if not isinstance(responses, dict):
+        return None
+    media: list[str] = []
+    for code, resp in responses.items():
+        if str(code).startswith("2") and isinstance(resp, dict) and isinstance(resp.get("content"), dict):
+            media.extend(m for m in resp["content"] if m not in media)
+    if not media:
+        return None
+    media.sort(key=lambda m: _pick_media([m, "zz/zz"]) != m)
+    return ", ".join(media[:4])
+
+
+def _response_schema(ctx: _Context, op: Operation) -> Any:
+    resp = _success_response(ctx, op)
+    if not resp:
+        return None
+    content = resp.get("content")
+    if not isinstance(content, dict):
+        return None
+    json_types = [m for m in content if _is_json(m)]
+    if not json_types:
+        return None
+    mt = content[json_types[0]]
+    return mt.get("schema") if isinstance(mt, dict) else None
+
+
+def _is_json(media: str) -> bool:
+    base = media.split(";")[0].strip().lower()
+    return base == "application/json" or base.endswith("+json") or base == "*/*"
+
+
+def _output_schema(ctx: _Context, op: Operation, depth: int) -> tuple[dict[str, Any] | None, str | None]:
+    """The outputSchema of the success response and the wrap key if it is not an object."""
+    raw = _response_schema(ctx, op)
+    if raw is None:
+        return None, None
+    schema = _convert(ctx, raw, "output", op.pointer + "/responses", depth)
+    return wrap_output(schema)
+
+
+def wrap_output(schema: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """Legacy MCP needs an object at the root: wrap arrays and scalars under `items`/`result`."""
+    types = _types_of(schema)
+    if types == {"object"} and not _may_be_null(schema):
+        return schema, None
+    key = "items" if types == {"array"} else "result"
+    defs = schema.get("$defs")
+    inner = {k: v for k, v in schema.items() if k != "$defs"}
+    out: dict[str, Any] = {"type": "object", "properties": {key: inner}, "required": [key]}
+    if defs:
+        out["$defs"] = defs
+    return out, key
+
+
+def _may_be_null(schema: dict[str, Any]) -> bool:
+    t = schema.get("type")
+    return isinstance(t, list) and "null" in t
+
+
+def _projected_output(
+    ctx: _Context, op: Operation, response: ResponseSpec, doc: OverlayFile, at: KeyPath
+) -> tuple[dict[str, Any] | None, ResponseSpec]:
+    """Output schema after a JMESPath projection (see projection.py for the inference)."""
+    from openapi2mcp.projection import ProjectionError, project_schema
+
+    raw = _response_schema(ctx, op)
+    at_ptr = op.pointer + "/responses"
+    base = _convert(ctx, raw, "output", at_ptr, PROJECTION_BASE_DEPTH) if raw is not None else None
+    assert response.select is not None
+    try:
+        projected = project_schema(response.select, base)
+    except ProjectionError as e:
+        raise InputError(doc.problem(at, str(e), hint=e.hint)) from None
+    if projected is None:
+        return None, response.model_copy(update={"wrap": None})
+    schema, wrap = wrap_output(limit_depth(projected, OUTPUT_DEPTH_TOOL + 1))
+    return schema, response.model_copy(update={"wrap": wrap})
+
+
+# ============================================================================ descriptions, annotations
+
+
+def _op_title(op: Operation) -> str | None:
+    summary = op.node.get("summary")
+    return _short(summary.strip(), 120) if isinstance(summary, str) and summary.strip() else None
+
+
+def _op_description(op: Operation, limit: int | None) -> str:
+    parts = []
+    summary, desc = op.node.get("summary"), op.node.get("description")
+    if isinstance(summary, str) and summary.strip():
+        parts.append(summary.strip().rstrip(".") + ".")
+    if isinstance(desc, str) and desc.strip() and desc.strip() != (summary or "").strip():
+        parts.append(desc.strip())
+    text = "\n\n".join(parts) or f"{op.method} {op.path}"
+    if op.node.get("deprecated") is True:
+        text = "(Deprecated.) " + text
+    return _short(text, limit) if limit else text
+
+
+def _short(text: str, limit: int | None) -> str:
+    return trim(text, limit) if limit else text
+
+
+def _annotations(method: str, risk: Risk, title: str | None, overrides: dict[str, Any]) -> dict[str, Any]:
+    """Behaviour hints derived from method and risk (hints only: the server enforces)."""
+    safe = method in ("GET", "HEAD", "OPTIONS", "TRACE")
+    read_only = safe and RISK_ORDER[risk] <= RISK_ORDER["medium"]
+    out: dict[str, Any] = {}
+    if title:
+        out["title"] = title
+    out["readOnlyHint"] = read_only
+    if not read_only:
+        out["destructiveHint"] = method in ("DELETE", "PUT", "PATCH") or RISK_ORDER[risk] >= RISK_ORDER["high"]
+        out["idempotentHint"] = method in ("PUT", "DELETE", "GET", "HEAD", "OPTIONS")
+    out["openWorldHint"] = True
+    out.update(overrides)
+    return out
+
+
+def _apply_units(
+    input_schema: dict[str, Any], output_schema: dict[str, Any] | None, units: dict[str, str],
+    doc: OverlayFile, at: KeyPath,
+) -> None:
+    """Put each unit into the description of every input argument / output field it names."""
+    for name, unit in units.items():
+        hit = False
+        props = input_schema.get("properties", {})
+        if name in props:
+            props[name] = _with_unit(props[name], unit)
+            hit = True
+        if output_schema is not None:
+            for prop_name, sub in list(walk_properties(output_schema)):
+                if prop_name == name:
+                    desc = sub.get("description", "")
+                    if unit not in desc:
+                        sub["description"] = (desc + f" Unit: {unit}.").strip()
+                    hit = True
+        if not hit:
+            known = sorted({*props, *(n for n, _ in walk_properties(output_schema or {}))})
+            hint = did_you_mean(name, known)
+            raise InputError(doc.problem(
+                (*at, name), f"unit for {name!r}, but no argument or result field has that name"
+                + (f"; {hint}" if hint else ""),
+            ))
+
+
+def _with_unit(schema: dict[str, Any], unit: str) -> dict[str, Any]:
+    desc = schema.get("description", "")
+    return schema if unit in desc else {**schema, "description": (desc + f" Unit: {unit}.").strip()}
+
+
+# ============================================================================ server, upstream, sources
+
+
+def _server(spec: LoadedSpec, document: dict[str, Any], overlay: ToolOverlay | None) -> ServerSpec:
+    info = document.get("info") if isinstance(document.get("info"), dict) else {}
+    assert isinstance(info, dict)
+    title = info.get("title") if isinstance(info.get("title"), str) else None
+    sdef = overlay.server if overlay else None
+    name = (sdef.name if sdef and sdef.name else None) or _slug(title or "openapi") + "-mcp"
+    return ServerSpec(
+        name=name,
+        title=(sdef.title if sdef and sdef.title else None) or title,
+        version=(sdef.version if sdef and sdef.version else None) or str(info.get("version") or "0.0.0"),
+        instructions=sdef.instructions if sdef else None,
+    )
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "openapi"
+
+
+def _upstream(ctx: _Context, overlay: ToolOverlay | None, doc: OverlayFile | None) -> UpstreamSpec:
+    udef = overlay.upstream if overlay else None
+    base = udef.base_url if udef and udef.base_url else _spec_base_url(ctx)
+    auth = AuthSpec(**udef.auth.model_dump()) if udef and udef.auth else _spec_auth(ctx)
+    ctx.auth = auth
+    if auth.type in ("header", "query", "cookie") and auth.name:
+        ctx.auth_params.add((auth.type, auth.name.lower()))
+    if auth.type in ("bearer", "basic"):
+        ctx.auth_params.add(("header", "authorization"))
+    timeout = TimeoutSpec()
+    if udef and udef.timeout is not None:
+        if isinstance(udef.timeout, float | int):
+            timeout = TimeoutSpec(read=float(udef.timeout), total=max(60.0, float(udef.timeout) * 2))
+        else:
+            given = udef.timeout.model_dump(exclude_none=True)
+            timeout = TimeoutSpec(**given)
+    return UpstreamSpec(
+        base_url=base,
+        auth=auth,
+        timeout=timeout,
+        headers=dict(udef.headers) if udef else {},
+        max_response_bytes=(udef.max_response_bytes if udef and udef.max_response_bytes else 10_000_000),
+        verify_tls=udef.verify_tls if udef else True,
+    )
+
+
+def _spec_base_url(ctx: _Context) -> str:
+    """servers[0] with its variables at their defaults, overridable by ${OPENAPI2MCP_BASE_URL}."""
+    servers = ctx.document.get("servers")
+    url = None
+    if isinstance(servers, list) and servers and isinstance(servers[0], dict):
+        server = servers[0]
+        url = str(server.get("url") or "")
+        variables = server.get("variables") if isinstance(server.get("variables"), dict) else {}
+        assert isinstance(variables, dict)
+        for var, spec in variables.items():
+            default = spec.get("default") if isinstance(spec, dict) else None
+            url = url.replace("{" + var + "}", str(default or ""))
+    if url and not re.match(r"^https?://", url) and re.match(r"^https?://", ctx.spec.source):
+        from urllib.parse import urljoin
+
+        url = urljoin(ctx.spec.source, url)
+    if url and re.match(r"^https?://", url):
+        return "${OPENAPI2MCP_BASE_URL:-" + url.rstrip("/").replace("}", "%7D") + "}"
+    ctx.warn(
+        "the spec gives no absolute server URL" + (f" (servers[0] is {url!r})" if url else ""),
+        "/servers",
+        hint="set upstream.base_url in the overlay, pass --base-url, or set OPENAPI2MCP_BASE_URL",
+    )
+    return "${OPENAPI2MCP_BASE_URL}" + (url.rstrip("/") if url and url.startswith("/") else "")
+
+
+def _spec_auth(ctx: _Context) -> AuthSpec:
+    """Without an overlay, authenticate as the spec's first security scheme says, secrets from env.
+
+    The secret comes from OPENAPI2MCP_TOKEN (or OPENAPI2MCP_USERNAME/PASSWORD for basic); when
+    unset, no credentials are sent, so public APIs work without configuration.
+    """
+    components = ctx.document.get("components") if isinstance(ctx.document.get("components"), dict) else {}
+    assert isinstance(components, dict)
+    schemes = components.get("securitySchemes") if isinstance(components.get("securitySchemes"), dict) else {}
+    assert isinstance(schemes, dict)
+    order: list[str] = []
+    for req in ctx.document.get("security") or []:
+        if isinstance(req, dict):
+            order.extend(k for k in req if k not in order)
+    order.extend(k for k in schemes if k not in order)
+    for name in order:
+        try:
+            scheme = ctx.converter.resolve(schemes.get(name))
+        except SchemaError:
+            continue
+        if not isinstance(scheme, dict):
+            continue
+        kind = scheme.get("type")
+        if kind == "http" and str(scheme.get("scheme", "")).lower() == "bearer":
+            return AuthSpec(type="bearer", value="${OPENAPI2MCP_TOKEN:-}")
+        if kind == "http" and str(scheme.get("scheme", "")).lower() == "basic":
+            return AuthSpec(type="basic", username="${OPENAPI2MCP_USERNAME:-}", password="${OPENAPI2MCP_PASSWORD:-}")
+        if kind == "apiKey" and scheme.get("in") in ("header", "query", "cookie") and scheme.get("name"):
+            return AuthSpec(type=scheme["in"], name=str(scheme["name"]), value="${OPENAPI2MCP_TOKEN:-}")
+        if kind in ("oauth2", "openIdConnect"):
+            return AuthSpec(type="bearer", value="${OPENAPI2MCP_TOKEN:-}")
+    return AuthSpec()
+
+
+def _sources(spec: LoadedSpec, overlays: Iterable[OverlayFile]) -> list[SourceSpec]:
+    kind = ("swagger " if spec.original_version.startswith("2") else "openapi ") + spec.original_version
+    out = [SourceSpec(name=_basename(spec.source), sha256=spec.sha256, kind=kind)]
+    out.extend(SourceSpec(name=_basename(o.path), sha256=o.sha256, kind=o.kind) for o in overlays)
+    return out
+
+
+def _basename(source: str) -> str:
+    return source.rstrip("/").rsplit("/", 1)[-1] or source
+
+
+def _escape(part: str) -> str:
+    return part.replace("~", "~0").replace("/", "~1")

@@ -1,0 +1,638 @@
+"""The overlay stage: what a human says about the API, read and checked at the boundary.
+
+Two kinds of documents come in through `--overlay` (repeatable, applied in order):
+
+* a **tool overlay** (`openapi2mcp: 1`) names the task-level tools: which operation, what the
+  model sees, units, bounds, risk, response trimming. Validated by the pydantic models below; the
+  same models give the JSON Schema that editors use (`openapi2mcp schema overlay`).
+* a standard **OAI Overlay** (`overlay: 1.0.0` / `1.1.0`) whose JSONPath actions patch the spec
+  before tools are compiled. An action that matches nothing is an error, never a silent no-op.
+
+YAML is read with ruamel.yaml because it keeps line numbers: every error names the file, the
+line and the key, and suggests the nearest valid name.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as _dt
+import hashlib
+import re
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from openapi2mcp.errors import InputError, Location, Problem, did_you_mean
+from openapi2mcp.manifest import Risk, template_vars
+
+TOOL_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
+Position = tuple[int, int]  # 1-based line, column
+KeyPath = tuple[str | int, ...]
+
+# ============================================================================ the tool overlay, v1
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class ServerDef(_Strict):
+    """How the MCP server introduces itself to clients."""
+
+    name: str | None = Field(None, description="Server name shown to clients (default: from the spec title).")
+    title: str | None = Field(None, description="Human-readable server title.")
+    version: str | None = Field(None, description="Server version (default: the spec's info.version).")
+    instructions: str | None = Field(
+        None, description="Instructions for the model: when to use these tools, conventions, caveats."
+    )
+
+
+class AuthDef(_Strict):
+    """How openapi2mcp authenticates to the upstream API. Secrets come from ${ENV} templates."""
+
+    type: Literal["none", "bearer", "header", "query", "basic", "cookie"] = Field(
+        "none", description="bearer: Authorization: Bearer <value>; header/query/cookie: <name>=<value>; basic."
+    )
+    name: str | None = Field(None, description="Header, query parameter or cookie name (header/query/cookie).")
+    value: str | None = Field(None, description="The token or key, normally a template such as ${API_TOKEN}.")
+    username: str | None = Field(None, description="basic: user name (template).")
+    password: str | None = Field(None, description="basic: password (template).")
+
+    @model_validator(mode="after")
+    def _complete(self) -> AuthDef:
+        needs = {"bearer": ["value"], "header": ["name", "value"], "query": ["name", "value"],
+                 "cookie": ["name", "value"], "basic": ["username", "password"], "none": []}[self.type]
+        missing = [k for k in needs if getattr(self, k) is None]
+        if missing:
+            raise ValueError(f"auth type '{self.type}' needs {' and '.join(missing)}")
+        return self
+
+
+class TimeoutDef(_Strict):
+    connect: float | None = Field(None, gt=0, description="Seconds to open a connection.")
+    read: float | None = Field(None, gt=0, description="Seconds to wait for response data.")
+    total: float | None = Field(None, gt=0, description="Deadline for the whole call, retries included.")
+
+
+class UpstreamDef(_Strict):
+    """The REST API that tool calls are forwarded to."""
+
+    base_url: str | None = Field(
+        None,
+        description="Base URL; ${VAR} and ${VAR:-default} are read from the environment at start-up. "
+        "Default: the spec's servers[0].",
+    )
+    auth: AuthDef | None = None
+    timeout: float | TimeoutDef | None = Field(None, description="Seconds (read timeout), or per phase.")
+    headers: dict[str, str] = Field(default_factory=dict, description="Extra headers sent on every request.")
+    max_response_bytes: int | None = Field(None, gt=0, description="Upstream bodies above this are refused.")
+    verify_tls: bool = True
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        if v is not None and not template_vars(v) and not re.match(r"^https?://[^/\s]+", v):
+            raise ValueError(f"base_url must be an http(s) URL or a ${{VAR}} template, got {v!r}")
+        return v
+
+
+class ResponseDef(_Strict):
+    """How the upstream response is trimmed before the model sees it."""
+
+    select: str | None = Field(None, description="JMESPath expression applied to the response body.")
+    max_items: int | None = Field(None, ge=1, description="Arrays in the result are cut to this many items.")
+    max_bytes: int | None = Field(None, ge=256, description="Cap on the serialised result, in bytes.")
+
+
+class FailureModeDef(_Strict):
+    code: str = Field(description="Stable error code, e.g. NOT_FOUND.", pattern=r"^[A-Z][A-Z0-9_]*$")
+    message: str | None = Field(None, description="What the model should know or do.")
+    retryable: bool | None = None
+
+
+class AnnotationsDef(_Strict):
+    """Overrides for the MCP tool annotations (derived from risk and method otherwise)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    title: str | None = None
+    read_only_hint: bool | None = Field(None, alias="readOnlyHint")
+    destructive_hint: bool | None = Field(None, alias="destructiveHint")
+    idempotent_hint: bool | None = Field(None, alias="idempotentHint")
+    open_world_hint: bool | None = Field(None, alias="openWorldHint")
+
+
+class ParamDef(_Strict):
+    """What the model sees of one parameter or top-level body property.
+
+    The key is the argument name the model sees. When it differs from the spec's name, `rename`
+    links the two, written either way round (`limit: {rename: q_limit}` or
+    `q_limit: {rename: limit}`): the model sees whichever of the two names is not in the spec.
+    """
+
+    description: str | None = None
+    title: str | None = None
+    rename: str | None = Field(None, description="The other name: the spec's name, or the name the model sees.")
+    value: Any = Field(None, description="Fixed value: hidden from the model and always sent.")
+    hidden: bool = Field(False, description="Hide an optional parameter: never shown, never sent.")
+    required: bool | None = Field(None, description="Make an optional parameter required for the model.")
+    default: Any = None
+    enum: list[Any] | None = None
+    minimum: int | float | None = None
+    maximum: int | float | None = None
+    exclusive_minimum: int | float | None = Field(None, alias="exclusiveMinimum")
+    exclusive_maximum: int | float | None = Field(None, alias="exclusiveMaximum")
+    multiple_of: int | float | None = Field(None, alias="multipleOf", gt=0)
+    min_length: int | None = Field(None, alias="minLength", ge=0)
+    max_length: int | None = Field(None, alias="maxLength", ge=0)
+    pattern: str | None = None
+    format: str | None = None
+    min_items: int | None = Field(None, alias="minItems", ge=0)
+    max_items: int | None = Field(None, alias="maxItems", ge=0)
+    examples: list[Any] | None = None
+    unit: str | None = Field(None, description="Unit of the value, shown to the model (e.g. 'seconds').")
+    sensitive: bool = Field(False, description="Redact this argument in logs and audit lines.")
+
+    @field_validator("pattern")
+    @classmethod
+    def _regex(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                re.compile(v)
+            except re.error as e:
+                raise ValueError(f"pattern is not a valid regular expression: {e}") from None
+        return v
+
+    def has(self, key: str) -> bool:
+        return key in self.model_fields_set
+
+    def schema_keywords(self) -> dict[str, Any]:
+        """The JSON Schema keywords this override sets (camelCase, only those given)."""
+        out: dict[str, Any] = {}
+        for name in _SCHEMA_KEYWORDS:
+            if name in self.model_fields_set:
+                info = type(self).model_fields[name]
+                out[info.alias or name] = getattr(self, name)
+        return out
+
+
+_SCHEMA_KEYWORDS = (
+    "title", "default", "enum", "minimum", "maximum", "exclusive_minimum", "exclusive_maximum",
+    "multiple_of", "min_length", "max_length", "pattern", "format", "min_items", "max_items", "examples",
+)
+
+
+class ToolDef(_Strict):
+    """One task-level tool."""
+
+    name: str = Field(pattern=TOOL_NAME_PATTERN, description="Stable tool name, domain.verb (1-64 of A-Za-z0-9_.-).")
+    title: str | None = None
+    description: str | None = Field(
+        None, description="For the model: what it does, when to use it, units, formats, limits."
+    )
+    operation: str = Field(description='operationId, or "METHOD /path" when the spec has none.')
+    risk: Risk | None = Field(None, description="low|medium|high|critical|forbidden (default from the method).")
+    category: str | None = None
+    permissions: list[str] = Field(default_factory=list, description="Scopes a caller needs.")
+    side_effects: list[str] = Field(default_factory=list, description="State changes beyond the result.")
+    audit_event: str | None = Field(None, description="Event name written to the audit log.")
+    params: dict[str, ParamDef] = Field(default_factory=dict)
+    units: dict[str, str] = Field(
+        default_factory=dict, description="Field or argument name -> unit; shown in schemas and description."
+    )
+    response: ResponseDef | None = None
+    failure_modes: dict[str, FailureModeDef] = Field(
+        default_factory=dict, description='Upstream status ("404", "4XX", "default") -> stable error.'
+    )
+    annotations: AnnotationsDef | None = None
+
+    @field_validator("failure_modes", mode="before")
+    @classmethod
+    def _status_keys(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            out = {}
+            for k, mode in v.items():
+                key = str(k).upper() if str(k).lower() != "default" else "default"
+                if not re.fullmatch(r"[1-5](\d\d|XX)|default", key):
+                    raise ValueError(f"failure_modes key {k!r} is not an HTTP status, a range like 4XX, or default")
+                out[key] = mode
+            return out
+        return v
+
+
+class ToolOverlay(_Strict):
+    """An openapi2mcp tool overlay, version 1."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+        json_schema_extra={"$id": "https://openapi2mcp.dev/schema/overlay-1.json"},
+        title="openapi2mcp tool overlay, version 1",
+    )
+
+    openapi2mcp: Literal[1] = Field(description="Overlay format version.")
+    server: ServerDef = Field(default_factory=ServerDef)
+    upstream: UpstreamDef = Field(default_factory=UpstreamDef)
+    passthrough: bool = Field(False, description="Also expose every operation no tool uses, one tool each.")
+    defaults: ToolDefaults | None = None
+    tools: list[ToolDef] = Field(default_factory=list)
+
+
+class ToolDefaults(_Strict):
+    """Settings every tool gets unless it sets its own."""
+
+    response: ResponseDef | None = None
+
+
+ToolOverlay.model_rebuild()
+
+
+def overlay_json_schema() -> dict[str, Any]:
+    """The published JSON Schema of the tool overlay (for editors: yaml-language-server)."""
+    schema = ToolOverlay.model_json_schema(by_alias=True)
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+
+
+# ============================================================================ OAI Overlay 1.x
+
+
+class OaiAction(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    target: str
+    description: str | None = None
+    update: Any = None
+    remove: bool = False
+    copy_from: str | None = Field(None, alias="copy")
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> OaiAction:
+        kinds = [self.update is not None, self.remove, self.copy_from is not None]
+        if sum(kinds) != 1:
+            raise ValueError("an action needs exactly one of update, remove: true, copy")
+        return self
+
+
+class OaiOverlay(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    overlay: str = Field(pattern=r"^1\.[01]\.\d+$")
+    info: dict[str, Any]
+    extends: str | None = None
+    actions: list[OaiAction] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _copy_needs_11(self) -> OaiOverlay:
+        if self.overlay.startswith("1.0") and any(a.copy_from is not None for a in self.actions):
+            raise ValueError("the copy action needs `overlay: 1.1.0`")
+        return self
+
+
+# ============================================================================ reading overlay files
+
+
+@dataclass
+class OverlayFile:
+    """One `--overlay` document, parsed and validated, with the positions of its keys."""
+
+    path: str
+    sha256: str
+    positions: dict[KeyPath, Position] = field(repr=False)
+    data: Any = field(default=None, repr=False)  # the plain document, for messages
+    tools: ToolOverlay | None = None
+    oai: OaiOverlay | None = None
+
+    @property
+    def kind(self) -> str:
+        if self.tools is not None:
+            return "openapi2mcp overlay 1"
+        assert self.oai is not None
+        return f"oai overlay {self.oai.overlay}"
+
+    def location(self, path: KeyPath) -> Location:
+        """File, line and dotted key of the deepest known key on `path`."""
+        line = col = None
+        for n in range(len(path), -1, -1):
+            pos = self.positions.get(tuple(path[:n]))
+            if pos:
+                line, col = pos
+                break
+        return Location(file=self.path, line=line, column=col, pointer=format_path(path, self) or None)
+
+    def problem(self, path: KeyPath, message: str, hint: str | None = None) -> Problem:
+        return Problem(message=message, location=self.location(path), hint=hint)
+
+
+def format_path(path: KeyPath, doc: OverlayFile | None = None) -> str:
+    """tools[2].params.limit, with the tool's name when known: tools[2](notes.search).params.limit"""
+    out = ""
+    for i, part in enumerate(path):
+        if isinstance(part, int):
+            out += f"[{part}]"
+            name = _tool_name(doc, part) if path[:i] == ("tools",) else None
+            out += f"({name})" if name else ""
+        else:
+            out += ("." if out else "") + part
+    return out
+
+
+def _tool_name(doc: OverlayFile | None, index: int) -> str | None:
+    tools = doc.data.get("tools") if doc and isinstance(doc.data, dict) else None
+    if isinstance(tools, list) and index < len(tools) and isinstance(tools[index], dict):
+        name = tools[index].get("name")
+        return name if isinstance(name, str) else None
+    return None
+
+
+def read_overlay(path: str | Path) -> OverlayFile:
+    """Read, parse and validate one overlay file; InputError (with line numbers) on any problem."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise InputError.at(f"overlay file not found: {p}", hint="check the --overlay path") from None
+    except OSError as e:
+        raise InputError.at(f"cannot read overlay file {p}: {e.strerror}") from None
+    return parse_overlay(raw, str(p))
+
+
+def parse_overlay(raw: bytes | str, name: str = "<overlay>") -> OverlayFile:
+    text = raw.decode("utf-8-sig") if isinstance(raw, bytes) else raw
+    data, positions = _load_yaml(text, name)
+    sha = hashlib.sha256(text.encode()).hexdigest()
+    if not isinstance(data, dict):
+        raise InputError.at(
+            "an overlay must be a YAML mapping", file=name, line=1,
+            hint="start the file with `openapi2mcp: 1` (a tool overlay) or `overlay: 1.0.0` (an OAI Overlay)",
+        )
+    doc = OverlayFile(path=name, sha256=sha, positions=positions, data=data)
+    if "openapi2mcp" in data:
+        doc.tools = _validate(ToolOverlay, data, doc)
+    elif "overlay" in data:
+        doc.oai = _validate(OaiOverlay, data, doc)
+    else:
+        close = did_you_mean(next(iter(data), ""), ["openapi2mcp", "overlay"]) if data else None
+        raise InputError.at(
+            "not an overlay: the top level has neither `openapi2mcp: 1` nor `overlay: 1.x.x`"
+            + (f" ({close})" if close else ""),
+            file=name, line=1,
+            hint="a tool overlay starts with `openapi2mcp: 1`; an OAI Overlay with `overlay: 1.0.0`",
+        )
+    return doc
+
+
+def _load_yaml(text: str, name: str) -> tuple[Any, dict[KeyPath, Position]]:
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+    yaml = YAML(typ="rt")
+    yaml.allow_duplicate_keys = False
+    try:
+        node = yaml.load(text)
+    except MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        problem = (e.problem or e.context or "invalid YAML").strip()
+        raise InputError.at(
+            f"invalid YAML: {problem}", file=name,
+            line=mark.line + 1 if mark else None, column=mark.column + 1 if mark else None,
+        ) from None
+    except YAMLError as e:
+        raise InputError.at(f"invalid YAML: {e}", file=name) from None
+    positions: dict[KeyPath, Position] = {}
+    return _plain(node, (), positions), positions
+
+
+def _plain(node: Any, path: KeyPath, positions: dict[KeyPath, Position]) -> Any:
+    """ruamel's round-trip nodes -> plain JSON data, recording where each key stands."""
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    if isinstance(node, CommentedMap):
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            skey = str(key)
+            line, col = node.lc.key(key)
+            positions[(*path, skey)] = (line + 1, col + 1)
+            out[skey] = _plain(value, (*path, skey), positions)
+        return out
+    if isinstance(node, CommentedSeq):
+        items = []
+        for i, value in enumerate(node):
+            line, col = node.lc.item(i)
+            positions[(*path, i)] = (line + 1, col + 1)
+            items.append(_plain(value, (*path, i), positions))
+        return items
+    if isinstance(node, bool) or node is None:
+        return node
+    if isinstance(node, int):
+        return int(node)
+    if isinstance(node, float):
+        return float(node)
+    if isinstance(node, _dt.datetime | _dt.date):
+        return node.isoformat()
+    if isinstance(node, str):
+        return str(node)
+    return node
+
+
+# ----------------------------------------------------------------------------- validation errors
+
+
+def _validate(model: type[_M], data: dict[str, Any], doc: OverlayFile) -> _M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        # one problem per place: pydantic reports each failed member of a union separately
+        by_loc: dict[KeyPath, list[Any]] = {}
+        for err in e.errors():
+            by_loc.setdefault(_clean_loc(err["loc"]), []).append(err)
+        problems = [_problem(errs, model, doc) for errs in by_loc.values()]
+        raise InputError(problems[:20], title=f"{doc.path}: invalid overlay") from None
+
+
+_M = typing.TypeVar("_M", bound=BaseModel)
+
+
+def _problem(errs: list[Any], model: type[BaseModel], doc: OverlayFile) -> Problem:
+    err = errs[0]
+    loc = _clean_loc(err["loc"])
+    kind = err["type"]
+    where = format_path(loc[:-1], doc) or "the top level"
+    last = loc[-1] if loc else ""
+    if kind == "extra_forbidden":
+        allowed = _allowed_keys(model, loc[:-1])
+        hint = did_you_mean(str(last), allowed)
+        msg = f"unknown key {last!r} in {where}" + (f"; {hint}" if hint else "")
+        if " " in str(last):  # `{description: a, b}`: YAML reads " b" as a second key
+            return doc.problem(loc, msg, hint="a comma inside {...} starts a new key: put the value in quotes")
+        return doc.problem(loc, msg, hint=f"valid keys here: {', '.join(sorted(allowed))}" if allowed else None)
+    if kind == "missing":
+        return doc.problem(loc[:-1], f"missing required key {last!r} in {where}")
+    if kind == "literal_error":
+        expected = err.get("ctx", {}).get("expected", "")
+        names = [a or b for a, b in re.findall(r"'([^']*)'|(\d+)", expected)]
+        got = err.get("input")
+        hint = did_you_mean(str(got), names) if names else None
+        msg = f"{got!r} is not one of {', '.join(names) or expected}"
+        return doc.problem(loc, msg + (f"; {hint}" if hint else ""))
+    if kind == "string_pattern_mismatch" and last == "name":
+        return doc.problem(
+            loc, f"tool name {err.get('input')!r} is invalid",
+            hint="use 1-64 characters of A-Z a-z 0-9 _ . - in the form domain.verb, e.g. notes.search",
+        )
+    if len(errs) > 1:  # a union: say what was given and what would do
+        wanted = sorted({_expected(x) for x in errs})
+        return doc.problem(loc, f"expected {' or '.join(wanted)}, got {_short(err.get('input'))}")
+    msg = err["msg"].removeprefix("Value error, ")
+    got = f" (got {_short(err.get('input'))})" if kind.endswith(("_type", "_parsing")) else ""
+    return doc.problem(loc, msg[0].lower() + msg[1:] + got)
+
+
+def _expected(err: Any) -> str:
+    kind = str(err["type"])
+    for key, word in (("float", "a number"), ("int", "an integer"), ("bool", "true or false"),
+                      ("string", "a string"), ("dict", "a mapping"), ("model", "a mapping"),
+                      ("list", "a list")):
+        if key in kind:
+            return word
+    return str(err["msg"]).removeprefix("Input should be ")
+
+
+def _clean_loc(loc: tuple[Any, ...]) -> KeyPath:
+    """pydantic adds union-member tags ('float', 'TimeoutDef', 'function-after[...]'); drop them."""
+    out: list[str | int] = []
+    for part in loc:
+        if isinstance(part, str) and (
+            part in {"float", "int", "str", "bool", "TimeoutDef", "none"} or "[" in part
+        ):
+            continue
+        out.append(part)
+    return tuple(out)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _allowed_keys(model: type[BaseModel], path: KeyPath) -> list[str]:
+    """Field names (with aliases) of the model that stands at `path` in the document."""
+    current: Any = model
+    for part in path:
+        current = _child_type(current, part)
+        if current is None:
+            return []
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return [info.alias or name for name, info in current.model_fields.items()]
+    return []
+
+
+def _child_type(tp: Any, part: str | int) -> Any:
+    tp = _unwrap(tp)
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        for name, info in tp.model_fields.items():
+            if part in (name, info.alias):
+                return info.annotation
+        return None
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is list and isinstance(part, int):
+        return args[0]
+    if origin is dict and isinstance(part, str):
+        return args[1]
+    return None
+
+
+def _unwrap(tp: Any) -> Any:
+    """Optional[X] / X | None / Annotated[X, ...] -> X (the first model member of a union)."""
+    origin = typing.get_origin(tp)
+    if origin is Annotated:
+        return _unwrap(typing.get_args(tp)[0])
+    if origin in (Union, types.UnionType):
+        members = [a for a in typing.get_args(tp) if a is not type(None)]
+        models = [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)]
+        return _unwrap(models[0] if models else members[0])
+    return tp
+
+
+# ============================================================================ applying OAI overlays
+
+
+def apply_oai_overlays(document: dict[str, Any], overlays: list[OverlayFile]) -> dict[str, Any]:
+    """Apply OAI Overlay actions in order to a copy of the spec document.
+
+    update merges (objects recursively, arrays append, scalars replace), remove deletes the
+    targets, copy (1.1) merges the single node it selects into each target. A target that selects
+    nothing is an error: a silent no-op hides a typo or a spec change.
+    """
+    import jsonpath_rfc9535 as jsonpath
+
+    if not overlays:
+        return document
+    doc = copy.deepcopy(document)
+    for ov in overlays:
+        assert ov.oai is not None
+        for i, action in enumerate(ov.oai.actions):
+            where: KeyPath = ("actions", i, "target")
+            try:
+                nodes = list(jsonpath.find(action.target, doc))
+            except Exception as e:  # the library raises its own syntax error types
+                raise InputError(ov.problem(where, f"invalid JSONPath {action.target!r}: {e}")) from None
+            if not nodes:
+                raise InputError(ov.problem(
+                    where, f"action target {action.target!r} matches nothing in the spec",
+                    hint="fix the JSONPath (RFC 9535), or remove the action if the spec changed",
+                ))
+            if action.remove:
+                # delete deepest-last-index first so earlier deletions do not shift later ones
+                for node in sorted(nodes, key=lambda n: n.location, reverse=True):
+                    _remove(doc, node.location)
+                continue
+            if action.copy_from is not None:
+                sources = list(jsonpath.find(action.copy_from, doc))
+                if len(sources) != 1:
+                    raise InputError(ov.problem(
+                        ("actions", i, "copy"),
+                        f"copy source {action.copy_from!r} must select exactly one node, selects {len(sources)}",
+                    ))
+                value = copy.deepcopy(sources[0].value)
+            else:
+                value = action.update
+            for node in nodes:
+                merged = _merge(node.value, copy.deepcopy(value))
+                if not node.location:
+                    if not isinstance(merged, dict):
+                        raise InputError(ov.problem(where, "the document root can only be merged with an object"))
+                    doc = merged
+                else:
+                    _set(doc, node.location, merged)
+    return doc
+
+
+def _merge(target: Any, value: Any) -> Any:
+    if isinstance(target, dict) and isinstance(value, dict):
+        for k, v in value.items():
+            target[k] = _merge(target[k], v) if k in target else v
+        return target
+    if isinstance(target, list):
+        return [*target, *value] if isinstance(value, list) else [*target, value]
+    return value
+
+
+def _parent(doc: Any, location: tuple[Any, ...]) -> Any:
+    node = doc
+    for part in location[:-1]:
+        node = node[part]
+    return node
+
+
+def _set(doc: Any, location: tuple[Any, ...], value: Any) -> None:
+    _parent(doc, location)[location[-1]] = value
+
+
+def _remove(doc: Any, location: tuple[Any, ...]) -> None:
+    if location:
+        del _parent(doc, location)[location[-1]]

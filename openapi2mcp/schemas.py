@@ -1,0 +1,565 @@
+"""Compile stage, part: OpenAPI Schema Objects -> self-contained JSON Schema 2020-12 for MCP.
+
+MCP tool schemas must stand alone (no references into the spec), so references are resolved
+here, lazily, per tool. Three decisions keep this fast and finite on big real specs:
+
+* A reference is inlined unless its target takes part in a reference cycle (Tarjan's SCCs over
+  the reference graph, discovered lazily). Cycle members become `$defs` entries, so a recursive
+  schema (Stripe, Kubernetes, GitHub) is a finite `$ref`, never an infinite expansion.
+* Because of that rule, the conversion of any reference target is context-free, so it is done
+  once per (target, mode) and shared: 1,223 GitHub operations reuse the same few hundred
+  converted components.
+* Inputs and outputs are converted differently. Inputs keep every constraint (the server
+  validates arguments before anything is sent) but lose readOnly properties. Outputs keep the
+  shape (types, properties, required, nullability) and lose value constraints (enum, pattern,
+  bounds, additionalProperties: false) and writeOnly properties: real upstreams drift from their
+  specs in exactly those places, and a result must not be rejected for a new enum value.
+  Everywhere, `oneOf` becomes `anyOf`: overlapping branches are common in real specs and would
+  make valid data fail "exactly one".
+
+OpenAPI 3.0 specifics are translated: `nullable`, boolean `exclusiveMinimum/Maximum`,
+`example` -> `examples`; OpenAPI-only keywords (discriminator, xml, externalDocs, x-*) dropped.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import deque
+from collections.abc import Iterator
+from typing import Any, Literal
+
+Mode = Literal["input", "output"]
+
+# Keywords that constrain values: kept for inputs, dropped for outputs (see module docstring).
+_VALUE_CONSTRAINTS = frozenset({
+    "enum", "const", "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+    "multipleOf", "minLength", "maxLength", "minItems", "maxItems", "uniqueItems", "minProperties",
+    "maxProperties", "default", "examples", "title", "contentEncoding", "contentMediaType",
+})
+_SUBSCHEMA_LISTS = ("allOf", "anyOf", "prefixItems")
+_SUBSCHEMA_ONE = ("items", "not", "contains", "additionalItems", "if", "then", "else", "propertyNames",
+                  "unevaluatedItems", "unevaluatedProperties")
+_SUBSCHEMA_MAPS = ("properties", "patternProperties", "dependentSchemas")
+_PLAIN_KEYWORDS = frozenset({
+    "type", "description", "required", "deprecated", "dependentRequired", "$comment",
+}) | _VALUE_CONSTRAINTS
+_DROPPED = frozenset({"discriminator", "xml", "externalDocs", "example", "nullable", "readOnly", "writeOnly",
+                      "$schema", "$id", "$anchor", "$dynamicAnchor", "$dynamicRef", "$defs", "definitions"})
+
+
+class SchemaError(Exception):
+    """A reference that cannot be resolved (carries the JSON pointer)."""
+
+    def __init__(self, message: str, pointer: str) -> None:
+        self.pointer = pointer
+        super().__init__(message)
+
+
+class SchemaConverter:
+    """Converts schemas of one spec document; caches what it converts. Not thread-safe."""
+
+    def __init__(self, document: dict[str, Any], *, openapi31: bool, description_limit: int = 400,
+                 output_description_limit: int = 300) -> None:
+        self.doc = document
+        self.openapi31 = openapi31
+        self.description_limit = description_limit
+        self.output_description_limit = output_description_limit
+        self._targets: dict[str, Any] = {}
+        self._edges: dict[str, list[str]] = {}
+        self._cyclic: set[str] = set()
+        self._scc_done: set[str] = set()
+        self._memo: dict[tuple[str, Mode, int | None], Any] = {}
+        self._def_names: dict[str, str] = {}
+        # walking deep schemas recursively is the simple, fast way; real specs nest a few hundred deep at most
+        sys.setrecursionlimit(max(sys.getrecursionlimit(), 20_000))
+
+    # ------------------------------------------------------------------ public
+
+    def convert(self, schema: Any, mode: Mode, max_depth: int | None = None) -> dict[str, Any]:
+        """A standalone JSON Schema (with `$defs` for recursive parts) for an OpenAPI schema."""
+        out, defs = self.convert_parts(schema, mode, max_depth)
+        return {**out, "$defs": defs} if defs else out
+
+    def convert_parts(
+        self, schema: Any, mode: Mode, max_depth: int | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(schema, $defs it refers to as #/$defs/NAME): for embedding in a larger schema.
+
+        With `max_depth`, objects and arrays nested deeper than that keep their type and
+        description but not their contents ("any object"); references, recursive ones included,
+        are then inlined, since depth already bounds them. The returned schema may be shared with
+        other results: copy before changing it.
+        """
+        needed: list[str] = []
+        out = self._node(schema, mode, needed, max_depth)
+        if not isinstance(out, dict):
+            out = {} if out is True else {"not": {}}
+        return out, (self._defs(needed, mode) if needed else {})
+
+    def resolve(self, node: Any, pointer: str = "") -> Any:
+        """Follow `$ref`s (internal, chained) to the node they name."""
+        seen: set[str] = set()
+        while isinstance(node, dict) and isinstance(node.get("$ref"), str):
+            ref = node["$ref"]
+            if ref in seen:
+                raise SchemaError(f"reference cycle through {ref}", pointer)
+            seen.add(ref)
+            node = self.target(ref, pointer)
+        return node
+
+    def target(self, ref: str, pointer: str = "") -> Any:
+        """The node an internal reference (#/a/b) points to."""
+        if ref in self._targets:
+            return self._targets[ref]
+        if not ref.startswith("#"):
+            raise SchemaError(f"unresolved external reference {ref!r}", pointer)
+        node: Any = self.doc
+        for raw in ref[1:].split("/")[1:] if ref != "#" else []:
+            part = raw.replace("~1", "/").replace("~0", "~")
+            part = _unquote(part)
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                raise SchemaError(f"reference {ref!r} points to nothing", pointer)
+        self._targets[ref] = node
+        return node
+
+    # ------------------------------------------------------------------ conversion
+
+    def _node(self, node: Any, mode: Mode, needed: list[str], depth: int | None) -> Any:
+        if isinstance(node, bool):
+            return node
+        if not isinstance(node, dict):
+            return {}
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            return self._ref(node, ref, mode, needed, depth)
+        return self._object(node, mode, needed, depth)
+
+    def _ref(self, node: dict[str, Any], ref: str, mode: Mode, needed: list[str], depth: int | None) -> Any:
+        if not ref.startswith("#"):
+            return {"description": f"(unresolved reference {ref})"}
+        if depth is None and self._is_cyclic(ref):
+            if ref not in needed:
+                needed.append(ref)
+            out: Any = {"$ref": "#/$defs/" + self._def_name(ref)}
+        else:
+            key = (ref, mode, depth)
+            if key not in self._memo:
+                target = self.target(ref)
+                if depth is not None and isinstance(target, dict) and target.get("$ref") == ref:
+                    target = {}
+                self._memo[key] = self._node(target, mode, needed, depth)
+            elif depth is None:
+                self._collect_needed(ref, needed)
+            out = self._memo[key]
+        siblings = {k: v for k, v in node.items() if k != "$ref"}
+        if siblings and isinstance(out, dict):
+            extra = self._object(siblings, mode, needed, depth)
+            if extra:
+                out = {**out, **extra} if "$ref" not in out else {"allOf": [out], **extra}
+        return out
+
+    def _collect_needed(self, ref: str, needed: list[str]) -> None:
+        """A memoised inline conversion may reference $defs: re-collect them for this tool."""
+        for r in self._reachable_cyclic(ref):
+            if r not in needed:
+                needed.append(r)
+
+    def _reachable_cyclic(self, ref: str) -> list[str]:
+        out: list[str] = []
+        stack, seen = [ref], {ref}
+        while stack:
+            r = stack.pop()
+            for nxt in self._refs_of(r):
+                if nxt in seen:
+                    continue
+                seen.add(nxt)
+                if self._is_cyclic(nxt):
+                    out.append(nxt)
+                else:
+                    stack.append(nxt)
+        return out
+
+    def _object(self, node: dict[str, Any], mode: Mode, needed: list[str], depth: int | None) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        inner = None if depth is None else depth - 1  # one level down: properties, items, ...
+        for key, value in node.items():
+            if key in _DROPPED or key.startswith("x-"):
+                continue
+            if depth is not None and depth <= 0 and key in _NESTING:
+                continue  # too deep: keep the type, not the contents
+            if key in _SUBSCHEMA_MAPS and isinstance(value, dict):
+                props = {}
+                for name, sub in value.items():
+                    if key == "properties" and self._hidden_in(sub, mode):
+                        continue
+                    props[name] = self._node(sub, mode, needed, inner)
+                out[key] = props
+            elif key in _SUBSCHEMA_LISTS and isinstance(value, list):
+                out[key] = [self._node(s, mode, needed, depth) for s in value]
+            elif key == "oneOf" and isinstance(value, list):
+                out["anyOf"] = [self._node(s, mode, needed, depth) for s in value]
+            elif key in _SUBSCHEMA_ONE:
+                level = depth  # an array's items are as deep as the array: a list of X reads as X
+                if isinstance(value, list):  # draft-04 tuple items
+                    out["prefixItems"] = [self._node(s, mode, needed, depth) for s in value]
+                else:
+                    out[key] = self._node(value, mode, needed, level)
+            elif key == "additionalProperties":
+                if isinstance(value, bool):
+                    if not value and mode == "input":
+                        out[key] = False
+                else:
+                    out[key] = self._node(value, mode, needed, inner)
+            elif key == "required" and isinstance(value, list):
+                out[key] = value
+            elif key in _PLAIN_KEYWORDS:
+                if mode == "output" and key in _VALUE_CONSTRAINTS:
+                    continue
+                out[key] = value
+        self._fix_keywords(node, out, mode)
+        if "required" in out and "properties" in out:
+            hidden = [n for n, s in node.get("properties", {}).items() if self._hidden_in(s, mode)]
+            if hidden:
+                out["required"] = [r for r in out["required"] if r not in hidden]
+        if "required" in out and not out["required"]:
+            del out["required"]
+        if mode == "input" and "allOf" in out:
+            # `additionalProperties: false` inside allOf members rejects the other members' properties
+            out["allOf"] = [_without_closed(s) for s in out["allOf"]]
+        return _inline_single_all_of(out)
+
+    def _fix_keywords(self, node: dict[str, Any], out: dict[str, Any], mode: Mode) -> None:
+        """OpenAPI 3.0 dialect -> JSON Schema 2020-12, descriptions trimmed."""
+        if not self.openapi31:
+            for bound, limit in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+                flag = node.get(bound)
+                if isinstance(flag, bool):
+                    out.pop(bound, None)
+                    if flag and limit in node and mode == "input":
+                        out[bound] = node[limit]
+                        out.pop(limit, None)
+            if "example" in node and mode == "input" and "examples" not in out:
+                out["examples"] = [node["example"]]
+        if isinstance(out.get("examples"), dict):  # OpenAPI-style examples map is not JSON Schema
+            del out["examples"]
+        if isinstance(out.get("type"), str) and out["type"] not in _JSON_TYPES:
+            del out["type"]  # e.g. Swagger's "file" that slipped through
+        if mode == "output" and isinstance(node.get("enum"), list) and 0 < len(node["enum"]) <= 12:
+            # the values stay visible to the model without rejecting a value added upstream later
+            values = ", ".join(str(v) for v in node["enum"] if v is not None)
+            if len(values) <= 200:
+                out["description"] = (str(out.get("description") or "") + f" One of: {values}.").strip()
+        desc = out.get("description")
+        if isinstance(desc, str):
+            size = self.description_limit if mode == "input" else self.output_description_limit
+            out["description"] = trim(desc, size)
+        elif "description" in out:
+            del out["description"]
+        if node.get("nullable") is True and not self.openapi31:
+            _make_nullable(out)
+
+    def _hidden_in(self, sub: Any, mode: Mode) -> bool:
+        """readOnly properties are not sent; writeOnly ones are never returned."""
+        try:
+            target = self.resolve(sub) if isinstance(sub, dict) and "$ref" in sub else sub
+        except SchemaError:
+            return False
+        if not isinstance(target, dict):
+            return False
+        flag = "readOnly" if mode == "input" else "writeOnly"
+        return bool(target.get(flag) is True or (isinstance(sub, dict) and sub.get(flag) is True))
+
+    def _defs(self, needed: list[str], mode: Mode) -> dict[str, Any]:
+        defs: dict[str, Any] = {}
+        i = 0
+        while i < len(needed):  # converting a def may need further defs
+            ref = needed[i]
+            name = self._def_name(ref)
+            if name not in defs:
+                key = (ref, mode, None)
+                if key not in self._memo:
+                    self._memo[key] = self._object_or_ref(self.target(ref), mode, needed)
+                else:
+                    self._collect_needed(ref, needed)
+                defs[name] = self._memo[key]
+            i += 1
+        return {k: defs[k] for k in sorted(defs)}
+
+    def _object_or_ref(self, target: Any, mode: Mode, needed: list[str]) -> Any:
+        if isinstance(target, dict) and isinstance(target.get("$ref"), str):
+            return self._ref(target, target["$ref"], mode, needed, None)
+        return self._node(target, mode, needed, None)
+
+    def _def_name(self, ref: str) -> str:
+        name = self._def_names.get(ref)
+        if name is None:
+            base = ref.rsplit("/", 1)[-1].replace("~1", "_").replace("~0", "_") or "def"
+            base = "".join(c if c.isalnum() or c in "._-" else "_" for c in base)
+            name, n = base, 2
+            taken = set(self._def_names.values())
+            while name in taken:
+                name, n = f"{base}_{n}", n + 1
+            self._def_names[ref] = name
+        return name
+
+    # ------------------------------------------------------------------ reference graph
+
+    def _refs_of(self, ref: str) -> list[str]:
+        """Internal references directly inside the target of `ref` (not following them)."""
+        if ref not in self._edges:
+            try:
+                target = self.target(ref)
+            except SchemaError:
+                target = None
+            self._edges[ref] = sorted(set(_direct_refs(target)))
+        return self._edges[ref]
+
+    def _is_cyclic(self, ref: str) -> bool:
+        if ref not in self._scc_done:
+            self._tarjan(ref)
+        return ref in self._cyclic
+
+    def _tarjan(self, root: str) -> None:
+        """Iterative Tarjan from `root` over not-yet-classified references."""
+        index: dict[str, int] = {}
+        low: dict[str, int] = {}
+        on_stack: set[str] = set()
+        stack: list[str] = []
+        counter = 0
+        work: list[tuple[str, Iterator[str]]] = []
+
+        def push(v: str) -> None:
+            nonlocal counter
+            index[v] = low[v] = counter
+            counter += 1
+            stack.append(v)
+            on_stack.add(v)
+            work.append((v, iter(self._refs_of(v))))
+
+        push(root)
+        while work:
+            v, edges = work[-1]
+            advanced = False
+            for w in edges:
+                if w in self._scc_done:
+                    continue
+                if w not in index:
+                    push(w)
+                    advanced = True
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[v])
+            if low[v] == index[v]:
+                component = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    component.append(w)
+                    if w == v:
+                        break
+                if len(component) > 1 or v in self._refs_of(v):
+                    self._cyclic.update(component)
+                self._scc_done.update(component)
+
+
+_NESTING = frozenset({"properties", "patternProperties", "additionalProperties", "items", "prefixItems",
+                      "additionalItems", "contains", "unevaluatedItems", "unevaluatedProperties", "required"})
+_JSON_TYPES = frozenset({"string", "number", "integer", "boolean", "array", "object", "null"})
+
+
+def _direct_refs(node: Any) -> Iterator[str]:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, dict):
+            ref = n.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#"):
+                yield ref
+            for k, v in n.items():
+                if k in ("example", "examples", "default", "enum", "const") or k.startswith("x-"):
+                    continue
+                if isinstance(v, dict | list):
+                    stack.append(v)
+        elif isinstance(n, list):
+            stack.extend(v for v in n if isinstance(v, dict | list))
+
+
+def _make_nullable(out: dict[str, Any]) -> None:
+    t = out.get("type")
+    if isinstance(t, str):
+        out["type"] = [t, "null"]
+    elif isinstance(t, list):
+        if "null" not in t:
+            out["type"] = [*t, "null"]
+    elif any(k in out for k in ("allOf", "anyOf", "$ref")):
+        inner = dict(out)
+        out.clear()
+        out["anyOf"] = [inner, {"type": "null"}]
+        return
+    if "enum" in out and None not in out["enum"]:
+        out["enum"] = [*out["enum"], None]
+
+
+def _inline_single_all_of(out: dict[str, Any]) -> dict[str, Any]:
+    """`allOf: [X]` with siblings (the OpenAPI 3.0 way to describe a $ref) -> X merged in."""
+    parts = out.get("allOf")
+    if not (isinstance(parts, list) and len(parts) == 1 and isinstance(parts[0], dict)):
+        return out
+    inner = parts[0]
+    rest = {k: v for k, v in out.items() if k != "allOf"}
+    clash = set(inner) & set(rest) - {"description", "default", "examples", "title", "deprecated"}
+    if clash or "$ref" in inner:
+        return out
+    return {**inner, **rest}  # the outer description and default win
+
+
+def _without_closed(schema: Any) -> Any:
+    if isinstance(schema, dict) and schema.get("additionalProperties") is False:
+        return {k: v for k, v in schema.items() if k != "additionalProperties"}
+    return schema
+
+
+def trim(text: str, limit: int) -> str:
+    """Shorten text to `limit` characters, at a sentence end when one is near."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    stop = max(cut.rfind(". "), cut.rfind("\n"))
+    if stop > limit // 2:
+        cut = cut[: stop + 1]
+    return cut.rstrip() + "…"
+
+
+def _unquote(part: str) -> str:
+    if "%" not in part:
+        return part
+    from urllib.parse import unquote
+
+    return unquote(part)
+
+
+def limit_depth(schema: Any, depth: int) -> Any:
+    """A copy of a converted schema whose objects nested deeper than `depth` lose their contents.
+
+    The same rule as `convert_parts(max_depth=...)`, for schemas built from parts (projections).
+    """
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if depth <= 0 and key in _NESTING:
+            continue
+        if key in ("properties", "patternProperties") and isinstance(value, dict):
+            out[key] = {k: limit_depth(v, depth - 1) for k, v in value.items()}
+        elif key == "additionalProperties":
+            out[key] = limit_depth(value, depth - 1)
+        elif key in ("items", "not", "contains") or key in ("if", "then", "else"):
+            out[key] = limit_depth(value, depth)
+        elif key in ("allOf", "anyOf", "oneOf", "prefixItems") and isinstance(value, list):
+            out[key] = [limit_depth(v, depth) for v in value]
+        else:
+            out[key] = value
+    return out
+
+
+def limit_size(schema: dict[str, Any], budget: int) -> dict[str, Any]:
+    """A copy of `schema` of about `budget` bytes at most, spelt out shallowest first.
+
+    Real request bodies can be enormous when inlined (a Kubernetes StatefulSet is ~200 KB of
+    schema). Breadth-first, every argument and the first levels of each stay exact; once the
+    budget is spent a subschema keeps its type and description but not its contents, so the
+    server still type-checks the shallow parts and the upstream validates the rest. A schema
+    within budget is returned unchanged (the same object).
+    """
+    if _cost(schema, budget) <= budget:
+        return schema
+    root: dict[str, Any] = {}
+    queue: deque[tuple[dict[str, Any], dict[str, Any]]] = deque([(schema, root)])
+    spent = 0
+    while queue:
+        src, dst = queue.popleft()
+        spent += _node_cost(src)
+        full = spent <= budget
+        for key, value in src.items():
+            if not full and key in _NESTING:
+                continue
+            if key in _SUBSCHEMA_MAPS + ("$defs",) and isinstance(value, dict):
+                dst[key] = {name: _enqueue(sub, queue) for name, sub in value.items()}
+            elif key in ("allOf", "anyOf", "oneOf", "prefixItems") and isinstance(value, list):
+                dst[key] = [_enqueue(sub, queue) for sub in value]
+            elif key in _SUBSCHEMA_ONE or key == "additionalProperties":
+                dst[key] = _enqueue(value, queue)
+            else:
+                dst[key] = value
+    return root
+
+
+def _enqueue(sub: Any, queue: deque[tuple[dict[str, Any], dict[str, Any]]]) -> Any:
+    if not isinstance(sub, dict):
+        return sub
+    copy: dict[str, Any] = {}
+    queue.append((sub, copy))
+    return copy
+
+
+def _node_cost(node: dict[str, Any]) -> int:
+    """Roughly the bytes this subschema adds by itself (its text dominates)."""
+    cost = 24 + len(str(node.get("description", "")))
+    if "enum" in node:
+        cost += len(str(node["enum"]))
+    return cost
+
+
+def _cost(schema: Any, stop: int) -> int:
+    """The whole schema's cost (shared parts counted each time), stopping once past `stop`."""
+    total = 0
+    stack = [schema]
+    while stack and total <= stop:
+        node = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        total += _node_cost(node)
+        for key, value in node.items():
+            if key in _SUBSCHEMA_MAPS + ("$defs",) and isinstance(value, dict):
+                stack.extend(value.values())
+            elif key in ("allOf", "anyOf", "oneOf", "prefixItems") and isinstance(value, list):
+                stack.extend(value)
+            elif (key in _SUBSCHEMA_ONE or key == "additionalProperties") and isinstance(value, dict):
+                stack.append(value)
+    return total
+
+
+def walk_properties(schema: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(name, property schema) for every named property at any depth (for units)."""
+    stack: list[Any] = [schema]
+    seen: set[int] = set()
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, dict) or id(node) in seen:
+            continue
+        seen.add(id(node))
+        props = node.get("properties")
+        if isinstance(props, dict):
+            for name, sub in props.items():
+                if isinstance(sub, dict):
+                    yield name, sub
+                    stack.append(sub)
+        for key in ("items", "additionalProperties", "not"):
+            if isinstance(node.get(key), dict):
+                stack.append(node[key])
+        for key in ("allOf", "anyOf", "oneOf", "prefixItems"):
+            if isinstance(node.get(key), list):
+                stack.extend(node[key])
+        if isinstance(node.get("$defs"), dict):
+            stack.extend(node["$defs"].values())

@@ -1,0 +1,208 @@
+"""The overlay format: parsing, validation messages (file, line, key, suggestion), OAI Overlays."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import jsonschema
+import pytest
+import yaml
+
+from openapi2mcp.errors import InputError
+from openapi2mcp.overlay import apply_oai_overlays, overlay_json_schema, parse_overlay
+from tests.conftest import EXAMPLES
+
+
+def problems(text: str) -> list[str]:
+    with pytest.raises(InputError) as info:
+        parse_overlay(textwrap.dedent(text), "ov.yaml")
+    return [str(p) for p in info.value.problems]
+
+
+def test_example_overlays_are_valid_against_the_published_schema() -> None:
+    schema = overlay_json_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    for path in sorted(EXAMPLES.glob("*/overlay*.yaml")):
+        data = yaml.safe_load(path.read_text())
+        jsonschema.validate(data, schema)
+        assert parse_overlay(path.read_text(), str(path)).tools is not None
+
+
+def test_unknown_key_names_line_and_suggests() -> None:
+    [msg] = problems("""\
+        openapi2mcp: 1
+        tools:
+          - name: notes.search
+            operation: searchNotes
+            risc: low
+        """)
+    assert msg.startswith("ov.yaml:5:5 at tools[0](notes.search).risc: unknown key 'risc'")
+    assert "did you mean 'risk'?" in msg
+
+
+def test_nested_unknown_key_lists_the_valid_keys() -> None:
+    [msg] = problems("""\
+        openapi2mcp: 1
+        tools:
+          - name: a.b
+            operation: x
+            params:
+              limit: {maximun: 5}
+        """)
+    assert "ov.yaml:6:15" in msg
+    assert "unknown key 'maximun' in tools[0](a.b).params.limit; did you mean 'maximum'?" in msg
+    assert "valid keys here:" in msg and "minLength" in msg
+
+
+def test_bad_enum_value_suggests_the_nearest() -> None:
+    [msg] = problems("""\
+        openapi2mcp: 1
+        tools:
+          - {name: a.b, operation: x, risk: hihg}
+        """)
+    assert "'hihg' is not one of low, medium, high, critical, forbidden; did you mean 'high'?" in msg
+
+
+def test_union_types_are_reported_once() -> None:
+    [msg] = problems("""\
+        openapi2mcp: 1
+        upstream: {timeout: soon}
+        """)
+    assert msg == "ov.yaml:2:12 at upstream.timeout: expected a mapping or a number, got 'soon'"
+
+
+def test_tool_name_rules() -> None:
+    for bad in ("notes search", "x" * 65, "", "ünïcode"):
+        [msg] = problems(f"""\
+            openapi2mcp: 1
+            tools:
+              - {{name: {json.dumps(bad)}, operation: x}}
+            """)
+        assert "tool name" in msg and "is invalid" in msg and "1-64 characters" in msg
+
+
+def test_missing_key_and_wrong_version() -> None:
+    [msg] = problems("""\
+        openapi2mcp: 1
+        tools:
+          - name: a.b
+        """)
+    assert "missing required key 'operation' in tools[0](a.b)" in msg
+    [msg] = problems("openapi2mcp: 2\n")
+    assert "2 is not one of 1" in msg
+
+
+def test_comma_in_flow_mapping_gets_a_quoting_hint() -> None:
+    [msg] = problems("""\
+        openapi2mcp: 1
+        tools:
+          - name: a.b
+            operation: x
+            params:
+              q: {description: Keyword, 2 to 80 characters.}
+        """)
+    assert "unknown key '2 to 80 characters.'" in msg and "put the value in quotes" in msg
+
+
+def test_auth_needs_its_fields_and_failure_mode_keys_are_statuses() -> None:
+    msgs = problems("""\
+        openapi2mcp: 1
+        upstream:
+          auth: {type: header, value: "${KEY}"}
+        tools:
+          - name: a.b
+            operation: x
+            failure_modes: {99: {code: X}, 404: {code: not_upper}}
+        """)
+    assert any("auth type 'header' needs name" in m for m in msgs)
+    assert any("failure_modes key '99'" in m for m in msgs)
+
+
+def test_yaml_syntax_error_has_line_and_column() -> None:
+    [msg] = problems("openapi2mcp: 1\ntools:\n  - name: [unclosed\n")
+    assert msg.startswith("ov.yaml:4:1") and "invalid YAML" in msg
+
+
+def test_not_an_overlay() -> None:
+    [msg] = problems("openapi: 3.0.0\npaths: {}\n")
+    assert "not an overlay" in msg
+    [msg] = problems("- a\n- b\n")
+    assert "must be a YAML mapping" in msg
+
+
+def test_base_url_must_be_http_or_template() -> None:
+    [msg] = problems("openapi2mcp: 1\nupstream: {base_url: ftp://x}\n")
+    assert "base_url must be an http(s) URL" in msg
+    ok = parse_overlay("openapi2mcp: 1\nupstream: {base_url: '${API:-http://x}'}\n")
+    assert ok.tools is not None and ok.tools.upstream.base_url == "${API:-http://x}"
+
+
+def test_integer_bounds_stay_integers() -> None:
+    doc = parse_overlay("openapi2mcp: 1\ntools: [{name: a, operation: x, params: {n: {maximum: 20}}}]\n")
+    assert doc.tools is not None
+    assert doc.tools.tools[0].params["n"].schema_keywords() == {"maximum": 20}
+    assert isinstance(doc.tools.tools[0].params["n"].schema_keywords()["maximum"], int)
+
+
+# ----------------------------------------------------------------------------- OAI Overlay
+
+
+SPEC = {
+    "openapi": "3.0.3",
+    "info": {"title": "t", "version": "1"},
+    "paths": {
+        "/a": {"get": {"operationId": "getA", "tags": ["x"], "responses": {"200": {"description": "ok"}}}},
+        "/internal": {"get": {"operationId": "internal", "responses": {"200": {"description": "ok"}}}},
+    },
+}
+
+
+def test_oai_overlay_update_remove_copy() -> None:
+    ov = parse_overlay(textwrap.dedent("""\
+        overlay: 1.1.0
+        info: {title: patch, version: "1"}
+        actions:
+          - target: $.paths['/a'].get
+            update: {summary: Get an A, tags: [y]}
+          - target: $.paths['/internal']
+            remove: true
+          - target: $.info
+            copy: $.paths['/a'].get.tags
+        """))
+    out = apply_oai_overlays(SPEC, [ov])
+    assert out["paths"]["/a"]["get"]["summary"] == "Get an A"
+    assert out["paths"]["/a"]["get"]["tags"] == ["x", "y"]  # arrays append
+    assert "/internal" not in out["paths"]
+    assert SPEC["paths"]["/internal"]  # the input is not changed
+
+
+def test_oai_overlay_target_matching_nothing_is_an_error() -> None:
+    ov = parse_overlay(textwrap.dedent("""\
+        overlay: 1.0.0
+        info: {title: patch, version: "1"}
+        actions:
+          - target: $.paths['/nope'].get
+            update: {summary: x}
+        """), "patch.yaml")
+    with pytest.raises(InputError) as info:
+        apply_oai_overlays(SPEC, [ov])
+    msg = str(info.value)
+    assert "patch.yaml:4:5" in msg and "matches nothing" in msg
+
+
+def test_oai_overlay_copy_needs_1_1_and_one_kind_per_action() -> None:
+    msgs = problems("""\
+        overlay: 1.0.0
+        info: {title: p, version: "1"}
+        actions:
+          - {target: $.info, copy: $.x}
+        """)
+    assert any("copy action needs `overlay: 1.1.0`" in m for m in msgs)
+    msgs = problems("""\
+        overlay: 1.0.0
+        info: {title: p, version: "1"}
+        actions:
+          - {target: $.info, remove: true, update: {a: 1}}
+        """)
+    assert any("exactly one of update, remove: true, copy" in m for m in msgs)
