@@ -40,6 +40,7 @@ _SUBSCHEMA_LISTS = ("allOf", "anyOf", "prefixItems")
 _SUBSCHEMA_ONE = ("items", "not", "contains", "additionalItems", "if", "then", "else", "propertyNames",
                   "unevaluatedItems", "unevaluatedProperties")
 _SUBSCHEMA_MAPS = ("properties", "patternProperties", "dependentSchemas")
+_MAPS_AND_DEFS = (*_SUBSCHEMA_MAPS, "$defs")
 _PLAIN_KEYWORDS = frozenset({
     "type", "description", "required", "deprecated", "dependentRequired", "$comment",
 }) | _VALUE_CONSTRAINTS
@@ -494,7 +495,7 @@ def limit_size(schema: dict[str, Any], budget: int) -> dict[str, Any]:
         for key, value in src.items():
             if not full and key in _NESTING:
                 continue
-            if key in _SUBSCHEMA_MAPS + ("$defs",) and isinstance(value, dict):
+            if key in _MAPS_AND_DEFS and isinstance(value, dict):
                 dst[key] = {name: _enqueue(sub, queue) for name, sub in value.items()}
             elif key in ("allOf", "anyOf", "oneOf", "prefixItems") and isinstance(value, list):
                 dst[key] = [_enqueue(sub, queue) for sub in value]
@@ -531,7 +532,7 @@ def _cost(schema: Any, stop: int) -> int:
             continue
         total += _node_cost(node)
         for key, value in node.items():
-            if key in _SUBSCHEMA_MAPS + ("$defs",) and isinstance(value, dict):
+            if key in _MAPS_AND_DEFS and isinstance(value, dict):
                 stack.extend(value.values())
             elif key in ("allOf", "anyOf", "oneOf", "prefixItems") and isinstance(value, list):
                 stack.extend(value)
