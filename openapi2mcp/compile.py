@@ -633,6 +633,9 @@ def _body_args(ctx: _Context, op: Operation, taken: set[str]) -> list[_Arg]:
 def _object_properties(schema: dict[str, Any]) -> tuple[dict[str, Any], set[str], dict[str, Any]] | None:
     """Top-level properties of an object body (allOf merged), or None when it is not one."""
     defs = schema.get("$defs", {})
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):  # a recursive body: its root is a $def
+        schema = defs.get(ref.removeprefix("#/$defs/"), {})
     parts = [schema]
     if "allOf" in schema and not schema.get("properties"):
         parts = [p for p in schema["allOf"] if isinstance(p, dict)]

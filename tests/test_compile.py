@@ -1,0 +1,424 @@
+"""The compile stage: spec + overlay -> Manifest. Assertions are on what a client will see."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from openapi2mcp.errors import InputError
+from openapi2mcp.manifest import Manifest
+from tests.helpers import compile_example, compile_text, tool
+
+NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+def errors_of(tmp_path: Path, spec: dict | str, overlay: str) -> str:
+    with pytest.raises(InputError) as info:
+        compile_text(tmp_path, spec, overlay)
+    return str(info.value)
+
+
+MINI = {
+    "openapi": "3.0.3",
+    "info": {"title": "Mini API", "version": "2.1"},
+    "servers": [{"url": "https://api.example.com/{version}", "variables": {"version": {"default": "v1"}}}],
+    "paths": {
+        "/items/{itemId}": {
+            "parameters": [{"name": "itemId", "in": "path", "required": True, "schema": {"type": "string"}}],
+            "get": {
+                "operationId": "getItem",
+                "summary": "Get an item",
+                "parameters": [
+                    {"name": "q_limit", "in": "query", "schema": {"type": "integer", "minimum": 1}},
+                    {"name": "format", "in": "query", "schema": {"type": "string", "enum": ["json", "xml"]}},
+                    {"name": "filter[status]", "in": "query", "schema": {"type": "string"}},
+                    {"name": "Accept", "in": "header", "schema": {"type": "string"}},
+                ],
+                "responses": {
+                    "200": {
+                        "description": "ok",
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Item"}}},
+                    }
+                },
+            },
+            "put": {
+                "operationId": "putItem",
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Item"}}},
+                },
+                "responses": {"200": {"description": "ok"}},
+            },
+        },
+        "/items": {
+            "get": {
+                "responses": {
+                    "200": {
+                        "description": "list",
+                        "content": {
+                            "application/json": {
+                                "schema": {"type": "array", "items": {"$ref": "#/components/schemas/Item"}}
+                            }
+                        },
+                    }
+                }
+            },
+            "post": {
+                "operationId": "bulk",
+                "requestBody": {
+                    "content": {
+                        "application/json": {"schema": {"type": "array", "items": {"type": "string"}}}
+                    }
+                },
+                "responses": {"204": {"description": "done"}},
+            },
+        },
+    },
+    "components": {
+        "schemas": {
+            "Item": {
+                "type": "object",
+                "required": ["id", "name"],
+                "properties": {
+                    "id": {"type": "string", "readOnly": True},
+                    "itemId": {"type": "string", "description": "collides with the path parameter"},
+                    "name": {"type": "string", "nullable": True, "maxLength": 10},
+                    "secret": {"type": "string", "writeOnly": True},
+                    "kind": {"type": "string", "enum": ["a", "b"]},
+                    "parent": {"$ref": "#/components/schemas/Item"},
+                    "size": {"type": "number", "minimum": 0, "exclusiveMinimum": True},
+                },
+            }
+        }
+    },
+}
+
+
+# ----------------------------------------------------------------------------- raw (1:1) tools
+
+
+def test_all_operations_names_schemas_and_plans(tmp_path: Path) -> None:
+    c = compile_text(tmp_path, MINI, all_operations=True)
+    names = [t.name for t in c.manifest.tools]
+    assert names == ["getItem", "putItem", "get_items", "bulk"]
+    get = tool(c, "getItem")
+    props = get.input_schema["properties"]
+    # path-level parameters merge in; Accept is the HTTP layer's; bracketed names become valid names
+    assert list(props) == ["itemId", "q_limit", "format", "filter_status"]
+    assert get.input_schema["required"] == ["itemId"]
+    assert get.input_schema["additionalProperties"] is False
+    plan = get.branches[0].steps[0].operation
+    assert (plan.method, plan.path) == ("GET", "/items/{itemId}")
+    assert [(p.name, p.arg) for p in plan.params][-1] == ("filter[status]", "filter_status")
+    # output: readOnly kept, writeOnly dropped, recursion as $defs, oneOf/constraints relaxed
+    out = get.output_schema
+    assert "secret" not in out["properties"]
+    assert out["properties"]["name"]["type"] == ["string", "null"]
+    assert "maxLength" not in out["properties"]["name"]
+    assert "One of: a, b." in out["properties"]["kind"]["description"]
+    # server URL variables take their defaults; the env var can override at run time
+    assert c.manifest.upstream.base_url == "${OPENAPI2MCP_BASE_URL:-https://api.example.com/v1}"
+
+
+def test_request_body_is_flattened_without_collisions(tmp_path: Path) -> None:
+    put = tool(compile_text(tmp_path, MINI, all_operations=True), "putItem")
+    props = put.input_schema["properties"]
+    assert "id" not in props  # readOnly: never sent
+    assert "secret" in props  # writeOnly: sent
+    assert "body_itemId" in props and props["itemId"]["type"] == "string"
+    assert props["size"]["exclusiveMinimum"] == 0 and "minimum" not in props["size"]
+    assert props["name"]["type"] == ["string", "null"] and props["name"]["maxLength"] == 10
+    # the recursive parent is a finite $ref into the root's $defs
+    assert props["parent"] == {"$ref": "#/$defs/Item"}
+    assert "Item" in put.input_schema["$defs"]
+    jsonschema.Draft202012Validator.check_schema(put.input_schema)
+    jsonschema.validate({"itemId": "1", "name": "x", "parent": {"name": "y", "parent": {"name": None}}},
+                        put.input_schema)
+    body = put.branches[0].steps[0].operation.body
+    assert body is not None and body.media_type == "application/json" and body.required
+    assert body.properties["body_itemId"] == "itemId"
+
+
+def test_non_object_body_is_one_argument_and_arrays_are_wrapped(tmp_path: Path) -> None:
+    c = compile_text(tmp_path, MINI, all_operations=True)
+    bulk = tool(c, "bulk")
+    assert bulk.input_schema["properties"]["body"] == {"type": "array", "items": {"type": "string"}}
+    assert bulk.branches[0].steps[0].operation.body.arg == "body"
+    listing = tool(c, "get_items")
+    assert listing.output_schema["type"] == "object"
+    assert listing.output_schema["required"] == ["items"]
+    assert listing.response.wrap == "items"
+
+
+def test_mcp_schema_rules_hold_for_every_example(tmp_path: Path) -> None:
+    for example in ("notes", "market", "petstore", "mailfiles"):
+        c = compile_example(example, all_operations=True, overlay=None)
+        for t in c.manifest.tools:
+            d = t.definition()
+            assert NAME.match(d["name"]), d["name"]
+            assert d["inputSchema"]["type"] == "object"
+            assert not {"oneOf", "anyOf", "allOf", "not"} & set(d["inputSchema"]), d["name"]
+            jsonschema.Draft202012Validator.check_schema(d["inputSchema"])
+            if "outputSchema" in d:
+                assert d["outputSchema"]["type"] == "object"
+                jsonschema.Draft202012Validator.check_schema(d["outputSchema"])
+            assert set(d["annotations"]) >= {"readOnlyHint", "openWorldHint"}
+
+
+def test_annotations_follow_method_and_risk() -> None:
+    c = compile_example("petstore")
+    assert tool(c, "pets.get").annotations == {"title": "Get a pet", "readOnlyHint": True, "openWorldHint": True}
+    delete = tool(c, "pets.delete").annotations
+    assert delete["readOnlyHint"] is False and delete["destructiveHint"] is True and delete["idempotentHint"] is True
+    create = tool(c, "pets.create").annotations
+    assert create["destructiveHint"] is False and create["idempotentHint"] is False
+
+
+# ----------------------------------------------------------------------------- overlay tools
+
+
+def test_overlay_renames_fixes_hides_and_narrows(tmp_path: Path) -> None:
+    c = compile_text(tmp_path, MINI, """\
+        openapi2mcp: 1
+        tools:
+          - name: items.get
+            operation: getItem
+            params:
+              limit: {rename: q_limit, maximum: 20, default: 5}
+              format: {value: json}
+              filter_status: {hidden: true}
+              itemId: {description: The item's id., pattern: "^[a-z]+$"}
+        """)
+    t = tool(c, "items.get")
+    props = t.input_schema["properties"]
+    assert list(props) == ["itemId", "limit"]
+    assert props["limit"] == {"type": "integer", "minimum": 1, "maximum": 20, "default": 5}
+    assert props["itemId"]["description"] == "The item's id."
+    params = {p.name: p for p in t.branches[0].steps[0].operation.params}
+    assert params["q_limit"].arg == "limit"
+    assert params["format"].fixed and params["format"].value == "json" and params["format"].arg is None
+    assert "filter[status]" not in params
+
+
+def test_rename_written_the_other_way_round(tmp_path: Path) -> None:
+    c = compile_text(tmp_path, MINI, """\
+        openapi2mcp: 1
+        tools:
+          - {name: items.get, operation: getItem, params: {q_limit: {rename: limit}}}
+        """)
+    assert "limit" in tool(c, "items.get").input_schema["properties"]
+
+
+def test_operation_by_method_and_path_and_units(tmp_path: Path) -> None:
+    c = compile_text(tmp_path, MINI, """\
+        openapi2mcp: 1
+        tools:
+          - name: items.list
+            operation: get /items
+            units: {size: cm}
+        """)
+    t = tool(c, "items.list")
+    assert t.branches[0].steps[0].operation.id == "GET /items"
+    size = t.output_schema["properties"]["items"]["items"]["properties"]["size"]
+    assert size["description"].endswith("Unit: cm.")
+    assert "Units: size = cm." in t.description
+
+
+def test_unknown_operation_suggests(tmp_path: Path) -> None:
+    msg = errors_of(tmp_path, MINI, """\
+        openapi2mcp: 1
+        tools:
+          - name: items.get
+            operation: getItm
+        """)
+    assert "overlay.yaml:4:5 at tools[0](items.get).operation: unknown operation 'getItm'; did you mean 'getItem'?" in msg
+
+
+def test_unknown_param_lists_what_exists(tmp_path: Path) -> None:
+    msg = errors_of(tmp_path, MINI, """\
+        openapi2mcp: 1
+        tools:
+          - name: items.get
+            operation: getItem
+            params:
+              limt: {maximum: 3}
+        """)
+    assert "overlay.yaml:6:7 at tools[0](items.get).params.limt" in msg
+    assert "operation 'getItem' has no parameter or body property 'limt'" in msg
+    assert "its arguments are: filter[status], filter_status, format, itemId, q_limit" in msg
+
+
+def test_param_settings_must_fit_the_spec(tmp_path: Path) -> None:
+    msg = errors_of(tmp_path, MINI, """\
+        openapi2mcp: 1
+        tools:
+          - name: items.get
+            operation: getItem
+            params:
+              q_limit: {minLength: 2}
+              format: {value: yaml}
+              itemId: {hidden: true}
+          - name: items.put
+            operation: putItem
+            params:
+              kind: {default: c}
+        """)
+    assert "`minLength` applies to string values, but this parameter is integer" in msg
+    assert "value 'yaml' does not fit the parameter's schema: 'yaml' is not one of ['json', 'xml']" in msg
+    assert "'itemId' is required by the spec: it cannot be hidden" in msg
+    assert "default 'c' does not fit" in msg
+
+
+def test_projection_field_must_exist_and_shapes_the_output(tmp_path: Path) -> None:
+    msg = errors_of(tmp_path, MINI, """\
+        openapi2mcp: 1
+        tools:
+          - name: items.get
+            operation: getItem
+            response: {select: "{id: id, nme: nme}"}
+        """)
+    assert "`select` names field 'nme', which the response schema does not have; did you mean 'name'?" in msg
+    c = compile_text(tmp_path, MINI, """\
+        openapi2mcp: 1
+        tools:
+          - name: items.list
+            operation: GET /items
+            response: {select: "[*].{id: id, kind: kind}", max_items: 5}
+        """)
+    t = tool(c, "items.list")
+    assert t.response.wrap == "items" and t.response.max_items == 5
+    item = t.output_schema["properties"]["items"]["items"]
+    assert item["required"] == ["id", "kind"]
+    assert item["properties"]["id"]["type"] == "string"
+    assert item["properties"]["kind"]["type"] == ["string", "null"]  # not required upstream
+
+
+def test_duplicate_tool_names_and_two_tool_overlays(tmp_path: Path) -> None:
+    msg = errors_of(tmp_path, MINI, """\
+        openapi2mcp: 1
+        tools:
+          - {name: a.b, operation: getItem}
+          - {name: a.b, operation: putItem}
+        """)
+    assert "tool name 'a.b' is used twice" in msg
+
+
+def test_unit_for_nothing_is_an_error(tmp_path: Path) -> None:
+    msg = errors_of(tmp_path, MINI, """\
+        openapi2mcp: 1
+        tools:
+          - {name: a.b, operation: getItem, units: {sise: cm}}
+        """)
+    assert "unit for 'sise', but no argument or result field has that name; did you mean 'size'?" in msg
+
+
+def test_forbidden_tools_are_compiled_but_passthrough_skips_used_operations(tmp_path: Path) -> None:
+    c = compile_text(tmp_path, MINI, """\
+        openapi2mcp: 1
+        passthrough: true
+        tools:
+          - {name: items.get, operation: getItem}
+          - {name: items.bulk, operation: bulk, risk: forbidden}
+        """)
+    names = [t.name for t in c.manifest.tools]
+    assert names == ["items.get", "items.bulk", "putItem", "get_items"]
+    assert tool(c, "items.bulk").risk == "forbidden"
+
+
+def test_no_overlay_and_no_all_operations_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as info:
+        compile_text(tmp_path, MINI)
+    assert "--all-operations" in str(info.value)
+
+
+# ----------------------------------------------------------------------------- the Manifest
+
+
+def test_manifest_is_deterministic_and_hashed() -> None:
+    a = compile_example("petstore").manifest.to_json()
+    b = compile_example("petstore").manifest.to_json()
+    assert a == b
+    m = Manifest.from_json(a)
+    assert m.content_hash == m.compute_hash()
+    assert [s.kind for s in m.sources] == ["openapi 3.0.3", "openapi2mcp overlay 1"]
+    damaged = json.loads(a)
+    damaged["tools"][0]["description"] = "tampered"
+    with pytest.raises(ValueError, match="does not match its content_hash"):
+        Manifest.from_json(json.dumps(damaged))
+
+
+def test_manifest_loading_does_not_import_the_compiler() -> None:
+    import subprocess
+    import sys
+
+    manifest = compile_example("notes").manifest.to_json()
+    code = (
+        "import sys; from openapi2mcp.manifest import Manifest; Manifest.from_json(sys.stdin.read()); "
+        "import openapi2mcp.runtime; "
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('prance', 'openapi_core', 'openapi_spec_validator')"
+        " or m in ('openapi2mcp.compile', 'openapi2mcp.load', 'openapi2mcp.overlay')]; print(bad)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], input=manifest, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_secrets_are_templates_not_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NOTES_API_TOKEN", "canary-secret-123")
+    m = compile_example("notes").manifest
+    assert "canary-secret-123" not in m.to_json()
+    assert m.upstream.auth.value == "${NOTES_API_TOKEN:-}"
+
+
+# ----------------------------------------------------------------------------- the corpus
+
+
+CORPUS_SPECS = [
+    "github/api.github.com.json",
+    "stripe/spec3.json",
+    "stripe/spec3.yaml",
+    "openai/openapi.yaml",
+    "kubernetes/swagger-kubernetes-client-python-8.0.0b1.json",
+    "digitalocean/specification/DigitalOcean-public.v2.yaml",
+    "apis-guru/slack.com.json",
+    "apis-guru/docker.com_engine.json",
+    "apis-guru/spotify.com.json",
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rel", CORPUS_SPECS)
+def test_corpus_compiles_in_all_operations_mode(corpus: Path, rel: str) -> None:
+    from openapi2mcp.compile import compile_manifest
+    from openapi2mcp.load import load_spec
+
+    path = corpus / rel
+    if not path.exists():
+        pytest.skip(f"{rel} not in the corpus")
+    c = compile_manifest(load_spec(str(path)), all_operations=True)
+    names = [t.name for t in c.manifest.tools]
+    assert len(names) == len(set(names))
+    for t in c.manifest.tools:
+        assert NAME.match(t.name)
+        assert t.input_schema["type"] == "object"
+        assert not {"oneOf", "anyOf", "allOf"} & set(t.input_schema)
+        if t.output_schema is not None:
+            assert t.output_schema["type"] == "object"
+    if rel.startswith("github"):
+        assert len(names) == 1223
+
+
+@pytest.mark.slow
+def test_corpus_tool_schemas_are_valid_json_schema(corpus: Path) -> None:
+    from openapi2mcp.compile import compile_manifest
+    from openapi2mcp.load import load_spec
+
+    for rel in ("stripe/spec3.json", "kubernetes/swagger-kubernetes-client-python-8.0.0b1.json"):
+        c = compile_manifest(load_spec(str(corpus / rel)), all_operations=True)
+        for t in c.manifest.tools[::7]:
+            jsonschema.Draft202012Validator.check_schema(t.input_schema)
+            if t.output_schema:
+                jsonschema.Draft202012Validator.check_schema(t.output_schema)
