@@ -235,7 +235,8 @@ def test_unknown_operation_suggests(tmp_path: Path) -> None:
           - name: items.get
             operation: getItm
         """)
-    assert "overlay.yaml:4:5 at tools[0](items.get).operation: unknown operation 'getItm'; did you mean 'getItem'?" in msg
+    assert "overlay.yaml:4:5 at tools[0](items.get).operation: " in msg
+    assert "unknown operation 'getItm'; did you mean 'getItem'?" in msg
 
 
 def test_unknown_param_lists_what_exists(tmp_path: Path) -> None:
