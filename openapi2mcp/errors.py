@@ -84,9 +84,11 @@ class InputError(Exception):
         return cls(Problem(message=message, location=loc, hint=hint))
 
     def render(self) -> str:
-        lines = [self.title] if self.title else []
-        lines += [str(p) for p in self.problems]
-        return "\n".join(lines)
+        if not self.title:
+            return "\n".join(str(p) for p in self.problems)
+        count = len(self.problems)
+        head = f"{self.title} ({count} problem{'s' if count != 1 else ''})"
+        return "\n".join([head, *("  " + str(p).replace("\n", "\n  ") for p in self.problems)])
 
 
 class SpecWarning(Problem):

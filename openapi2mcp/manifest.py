@@ -295,6 +295,12 @@ def template_vars(template: str) -> list[str]:
     return [m.group(1) for m in _VAR.finditer(template) if m.group(1)]
 
 
+def optional(template: str) -> bool:
+    """True when every variable in the template has a default (`${TOKEN:-}`): may expand to ""."""
+    found = list(_VAR.finditer(template))
+    return bool(found) and all(m.group(0) == "$$" or m.group(2) is not None for m in found)
+
+
 def expand(template: str, environ: Mapping[str, str] | None = None) -> str:
     """Expand ${VAR} and ${VAR:-default} (shell-like; `$$` is a literal `$`).
 

@@ -1,0 +1,82 @@
+"""Building `CallToolResult`s: the only shapes a client ever sees from a tool call.
+
+* success: `structuredContent` = the shaped JSON, the same JSON as compact text in the first
+  content block, a second text block when the result was cut; `_meta` carries the traceId,
+  the upstream requests that produced it (provenance, secrets redacted) and the cuts.
+* error: `isError`, `structuredContent` = `ToolError.body()` (seed 000 shape), text `CODE: message`.
+* binary: an image becomes `ImageContent`, anything else an `EmbeddedResource` blob, each with a
+  one-line text description for clients that do not render them; refused above a size cap.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from typing import Any, Final
+
+import mcp_types as types
+
+from openapi2mcp.errors import ErrorCode, ToolError, ToolFailure
+from openapi2mcp.shape import Shaped, notice
+
+TRACE_KEY: Final = "openapi2mcp/traceId"
+REQUESTS_KEY: Final = "openapi2mcp/requests"
+CUTS_KEY: Final = "openapi2mcp/truncated"
+
+
+def meta(trace_id: str, requests: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {TRACE_KEY: trace_id}
+    if requests:
+        out[REQUESTS_KEY] = list(requests)
+    return out
+
+
+def success(shaped: Shaped, result_meta: Mapping[str, Any]) -> types.CallToolResult:
+    content: list[types.ContentBlock] = [types.TextContent(text=shaped.text)]
+    out_meta = dict(result_meta)
+    if shaped.cuts:
+        content.append(types.TextContent(text=notice(shaped.cuts)))
+        out_meta[CUTS_KEY] = [c.meta() for c in shaped.cuts]
+    if shaped.structured is None:
+        return types.CallToolResult(content=content, meta=out_meta)
+    return types.CallToolResult(content=content, structured_content=shaped.structured, meta=out_meta)
+
+
+def failure(error: ToolError, result_meta: Mapping[str, Any]) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(text=f"{error.code}: {error.message}")],
+        structured_content=error.body(),
+        is_error=True,
+        meta=dict(result_meta),
+    )
+
+
+def internal_error(trace_id: str) -> ToolError:
+    return ToolError(
+        code=ErrorCode.INTERNAL_ERROR,
+        message=f"internal error; see the server log, traceId {trace_id}",
+        traceId=trace_id,
+    )
+
+
+def _size(n: int) -> str:
+    return f"{n / 1_000_000:.1f} MB" if n >= 1_000_000 else f"{n} bytes"
+
+
+def binary(data: bytes, media_type: str, uri: str, result_meta: Mapping[str, Any], *, cap: int) -> types.CallToolResult:
+    """A binary body as image or embedded resource; RESPONSE_TOO_LARGE above `cap` bytes."""
+    media_type = media_type or "application/octet-stream"
+    if len(data) > cap:
+        raise ToolFailure.of(
+            ErrorCode.RESPONSE_TOO_LARGE,
+            f"the upstream sent {_size(len(data))} of {media_type}; this server returns binary results "
+            f"up to {_size(cap)}",
+        )
+    encoded = base64.b64encode(data).decode("ascii")
+    block: types.ContentBlock
+    if media_type.startswith("image/"):
+        block = types.ImageContent(data=encoded, mime_type=media_type)
+    else:
+        block = types.EmbeddedResource(resource=types.BlobResourceContents(uri=uri, mime_type=media_type, blob=encoded))
+    described = types.TextContent(text=f"binary result: {media_type}, {_size(len(data))}")
+    return types.CallToolResult(content=[block, described], meta=dict(result_meta))
