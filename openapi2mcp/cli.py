@@ -51,6 +51,10 @@ RemoteOpt = Annotated[
     list[str] | None,
     typer.Option("--allow-remote-refs", help="Allow $refs to this host (repeatable; '*' for any host)."),
 ]
+RefRootOpt = Annotated[
+    Path | None,
+    typer.Option("--ref-root", help="Folder that file $refs may reach (default: the spec's own folder)."),
+]
 
 
 class Transport(StrEnum):
@@ -78,6 +82,9 @@ def _guarded(fn: Callable[[], T]) -> T:
         raise
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
+    except BrokenPipeError:  # `openapi2mcp inspect ... | head`: the reader left; not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise typer.Exit(0) from None
     except Exception as e:
         from openapi2mcp.runtime import ConfigError
 
@@ -99,6 +106,7 @@ def _compile(
     strict: bool,
     remote: list[str] | None,
     quiet: bool = False,
+    ref_root: Path | None = None,
 ) -> Compiled:
     from openapi2mcp.compile import compile_manifest
     from openapi2mcp.errors import InputError
@@ -107,7 +115,7 @@ def _compile(
 
     docs = [read_overlay(p) for p in overlays or []]
     allow: bool | list[str] = True if remote and "*" in remote else list(remote or [])
-    loaded = load_spec(spec, allow_remote_refs=allow or False, strict=strict)
+    loaded = load_spec(spec, allow_remote_refs=allow or False, strict=strict, ref_root=ref_root)
     compiled = compile_manifest(loaded, docs, all_operations=all_operations)
     if strict and compiled.warnings:
         raise InputError(compiled.warnings, title="spec problems (--strict):")
@@ -137,11 +145,12 @@ def inspect(
     warnings: Annotated[bool, typer.Option("--warnings", help="List every spec warning.")] = False,
     strict: StrictOpt = False,
     allow_remote_refs: RemoteOpt = None,
+    ref_root: RefRootOpt = None,
 ) -> None:
     """Show the tools exactly as an MCP client will see them, with their size."""
 
     def run() -> None:
-        compiled = _compile(spec, overlay, all_operations, strict, allow_remote_refs, quiet=True)
+        compiled = _compile(spec, overlay, all_operations, strict, allow_remote_refs, quiet=True, ref_root=ref_root)
         listed = [t for t in compiled.manifest.tools if t.risk != "forbidden"]
         definitions = [t.definition() for t in listed]
         if as_json:
@@ -191,11 +200,12 @@ def compile_cmd(
     all_operations: AllOpsOpt = False,
     strict: StrictOpt = False,
     allow_remote_refs: RemoteOpt = None,
+    ref_root: RefRootOpt = None,
 ) -> None:
     """Compile SPEC and overlays into a frozen, hashed Manifest (what `serve --manifest` runs)."""
 
     def run() -> None:
-        compiled = _compile(spec, overlay, all_operations, strict, allow_remote_refs)
+        compiled = _compile(spec, overlay, all_operations, strict, allow_remote_refs, ref_root=ref_root)
         text = compiled.manifest.to_json()
         if str(output) == "-":
             sys.stdout.write(text)
@@ -234,13 +244,14 @@ def serve(
     base_url: Annotated[str | None, typer.Option(help="Override the upstream base URL.")] = None,
     strict: StrictOpt = False,
     allow_remote_refs: RemoteOpt = None,
+    ref_root: RefRootOpt = None,
     log_level: Annotated[str, typer.Option(help="Log level for stderr.")] = "warning",
 ) -> None:
     """Serve the tools over MCP (stdio by default, or Streamable HTTP) and forward calls upstream."""
 
     def run() -> None:
         _logging(log_level)
-        m = _manifest_for_serve(spec, overlay, manifest, all_operations, strict, allow_remote_refs)
+        m = _manifest_for_serve(spec, overlay, manifest, all_operations, strict, allow_remote_refs, ref_root)
         if base_url:
             m = m.model_copy(update={"upstream": m.upstream.model_copy(update={"base_url": base_url})})
         _run_server(m, transport, host, port, path, stateless, allowed_host, allowed_origin)
@@ -255,6 +266,7 @@ def _manifest_for_serve(
     all_operations: bool,
     strict: bool,
     remote: list[str] | None,
+    ref_root: Path | None,
 ) -> Manifest:
     from openapi2mcp.manifest import Manifest
 
@@ -269,7 +281,7 @@ def _manifest_for_serve(
             _fail(f"{manifest}: not a usable manifest: {str(e).splitlines()[0]}")
     if not spec:
         _fail("give a SPEC (with --overlay or --all-operations), or --manifest FILE")
-    return _compile(spec, overlay, all_operations, strict, remote).manifest
+    return _compile(spec, overlay, all_operations, strict, remote, ref_root=ref_root).manifest
 
 
 def _run_server(

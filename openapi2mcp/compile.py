@@ -963,7 +963,14 @@ def _server(spec: LoadedSpec, document: dict[str, Any], overlay: ToolOverlay | N
 
 
 def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "openapi"
+    """A short server name from the spec title: its first words, lower case, dashed."""
+    words = re.findall(r"[a-z0-9]+", text.lower().replace("'", ""))
+    out = ""
+    for word in words:
+        if out and len(out) + len(word) + 1 > 30:
+            break
+        out = f"{out}-{word}" if out else word
+    return out or "openapi"
 
 
 def _upstream(ctx: _Context, overlay: ToolOverlay | None, doc: OverlayFile | None) -> UpstreamSpec:
