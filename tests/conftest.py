@@ -22,6 +22,14 @@ def corpus_dir() -> Path | None:
     return None
 
 
+def corpus_file(rel: str) -> Path:
+    """A file of the corpus, or skip: CI has only the part it can fetch from package registries."""
+    root = corpus_dir()
+    if root is None or not (root / rel).exists():
+        pytest.skip(f"{rel} is not in the corpus on this machine (see .ci/fetch-corpus.sh)")
+    return root / rel
+
+
 @pytest.fixture(scope="session")
 def corpus() -> Path:
     found = corpus_dir()

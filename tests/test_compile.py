@@ -11,6 +11,7 @@ import pytest
 
 from openapi2mcp.errors import InputError
 from openapi2mcp.manifest import Manifest
+from tests.conftest import corpus_file
 from tests.helpers import compile_example, compile_text, tool
 
 NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -396,9 +397,7 @@ def test_corpus_compiles_in_all_operations_mode(corpus: Path, rel: str) -> None:
     from openapi2mcp.compile import compile_manifest
     from openapi2mcp.load import load_spec
 
-    path = corpus / rel
-    if not path.exists():
-        pytest.skip(f"{rel} not in the corpus")
+    path = corpus_file(rel)
     c = compile_manifest(load_spec(str(path)), all_operations=True)
     names = [t.name for t in c.manifest.tools]
     assert len(names) == len(set(names))
@@ -418,7 +417,7 @@ def test_corpus_tool_schemas_are_valid_json_schema(corpus: Path) -> None:
     from openapi2mcp.load import load_spec
 
     for rel in ("stripe/spec3.json", "kubernetes/swagger-kubernetes-client-python-8.0.0b1.json"):
-        c = compile_manifest(load_spec(str(corpus / rel)), all_operations=True)
+        c = compile_manifest(load_spec(str(corpus_file(rel))), all_operations=True)
         for t in c.manifest.tools[::7]:
             jsonschema.Draft202012Validator.check_schema(t.input_schema)
             if t.output_schema:

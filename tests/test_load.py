@@ -25,7 +25,7 @@ import pytest
 from openapi2mcp import load as load_module
 from openapi2mcp.errors import InputError
 from openapi2mcp.load import HTTP_METHODS, LoadedSpec, load_spec
-from tests.conftest import corpus_dir
+from tests.conftest import corpus_dir, corpus_file
 
 SPECS = Path(__file__).parent / "specs"
 
@@ -102,10 +102,9 @@ needs_corpus = pytest.mark.skipif(
 @functools.cache
 def corpus_spec(rel: str) -> LoadedSpec | InputError:
     """Each corpus spec is loaded once per session (several tests look at the big ones)."""
-    root = corpus_dir()
-    assert root is not None
+    path = corpus_file(rel)
     try:
-        return load_spec(str(root / rel))
+        return load_spec(str(path))
     except InputError as exc:
         return exc
 
@@ -118,6 +117,7 @@ def loaded(rel: str) -> LoadedSpec:
 
 @needs_corpus
 def test_the_corpus_is_found() -> None:
+    corpus_file("digitalocean/specification/DigitalOcean-public.v2.yaml")  # the full corpus, not CI's part
     assert "github/api.github.com.json" in CORPUS_ROOTS
     assert "digitalocean/specification/DigitalOcean-public.v2.yaml" in CORPUS_ROOTS
     assert not any("petstore-separate/common" in r for r in CORPUS_ROOTS)  # fragments are not roots
@@ -140,7 +140,7 @@ def test_every_corpus_spec_loads_or_is_refused_cleanly(rel: str) -> None:
 def test_github_loads_fast_without_the_resolver(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(load_module, "_Bundler", None)  # the fast path must not need it
     started = time.perf_counter()
-    spec = load_spec(str(corpus_dir() / "github/api.github.com.json"))  # type: ignore[operator]
+    spec = load_spec(str(corpus_file("github/api.github.com.json")))
     elapsed = time.perf_counter() - started
     assert len(operations(spec)) == 1223
     assert (spec.original_version, spec.openapi_version) == ("3.0.3", "3.0.3")
@@ -165,7 +165,7 @@ def test_digitalocean_is_bundled_into_one_document() -> None:
 
 @needs_corpus
 def test_digitalocean_loads_in_seconds_and_deterministically() -> None:
-    path = str(corpus_dir() / "digitalocean/specification/DigitalOcean-public.v2.yaml")  # type: ignore[operator]
+    path = str(corpus_file("digitalocean/specification/DigitalOcean-public.v2.yaml"))
     started = time.perf_counter()
     again = load_spec(path)
     elapsed = time.perf_counter() - started
@@ -199,7 +199,7 @@ def test_stock_prance_fails_on_kubernetes_for_the_documented_reason() -> None:
     from prance.util.resolver import RESOLVE_FILES, RefResolver
     from prance.util.url import ResolutionError
 
-    path = corpus_dir() / "kubernetes/swagger-kubernetes-client-python-8.0.0b1.json"  # type: ignore[operator]
+    path = corpus_file("kubernetes/swagger-kubernetes-client-python-8.0.0b1.json")
     resolver = RefResolver(json.loads(path.read_text()), str(path), resolve_types=RESOLVE_FILES)
     try:
         resolver.resolve_references()
@@ -230,7 +230,7 @@ def test_big_specs_keep_their_operations(rel: str, version: str, count: int) -> 
 @needs_corpus
 @pytest.mark.parametrize("flavour", ["json", "yaml"])
 def test_petstore_separate_needs_a_wider_ref_root(flavour: str) -> None:
-    folder = corpus_dir() / f"oai-learn/v2.0/{flavour}/petstore-separate"  # type: ignore[operator]
+    folder = corpus_file(f"oai-learn/v2.0/{flavour}/petstore-separate")
     error = refused(folder / f"spec/swagger.{flavour}")
     assert "leaves the folder" in str(error) and "--ref-root" in str(error)
     spec = load_spec(str(folder / f"spec/swagger.{flavour}"), ref_root=folder)
