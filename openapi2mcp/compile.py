@@ -37,6 +37,7 @@ from openapi2mcp.manifest import (
     FailureMode,
     Manifest,
     OperationSpec,
+    PaginationSpec,
     ParamSpec,
     ResponseSpec,
     Risk,
@@ -47,7 +48,16 @@ from openapi2mcp.manifest import (
     ToolSpec,
     UpstreamSpec,
 )
-from openapi2mcp.overlay import KeyPath, OverlayFile, ParamDef, ToolDef, ToolOverlay, apply_oai_overlays
+from openapi2mcp.overlay import (
+    KeyPath,
+    OverlayFile,
+    PaginationDef,
+    ParamDef,
+    ResponseDef,
+    ToolDef,
+    ToolOverlay,
+    apply_oai_overlays,
+)
 from openapi2mcp.schemas import SchemaConverter, SchemaError, limit_depth, limit_size, trim, walk_properties
 
 if TYPE_CHECKING:
@@ -112,6 +122,7 @@ class _Arg:
     hidden: bool = False
     binary: bool = False
     sensitive: bool = False
+    unit: str | None = None
 
 
 @dataclass
@@ -179,11 +190,16 @@ def compile_manifest(
         ops = [op for op in _unique_ops(ctx.ops) if op.id not in used]
         tools.extend(_raw_tool(ctx, op, name) for op, name in zip(ops, _raw_names(ops, taken), strict=True))
 
+    from openapi2mcp.catalog import compile_catalog  # resources, prompts, result links (it imports this module)
+
+    tools, resources, prompts = compile_catalog(ctx, tool_overlay, doc_overlay, tools)
     manifest = Manifest(
         generator=f"openapi2mcp {__version__}",
         server=_server(spec, document, tool_overlay),
         upstream=upstream,
         tools=tools,
+        resources=resources,
+        prompts=prompts,
         sources=_sources(spec, overlays),
     ).sealed()
     return Compiled(manifest=manifest, warnings=[*spec.warnings, *ctx.warnings])
@@ -269,41 +285,103 @@ def find_operation(ctx: _Context, ref: str) -> Operation | None:
 # ============================================================================ tools from the overlay
 
 
-def _overlay_tool(
-    ctx: _Context, tdef: ToolDef, overlay: ToolOverlay, doc: OverlayFile, at: KeyPath
-) -> ToolSpec:
-    op = find_operation(ctx, tdef.operation)
+@dataclass
+class Use:
+    """One operation as a tool, or as one branch of a tool, uses it: compiled."""
+
+    op: Operation
+    args: list[_Arg]  # every argument, fixed and hidden ones included
+    operation: OperationSpec
+    output_schema: dict[str, Any] | None  # the result's schema (projected, wrapped)
+    output_kind: str  # "json" (a schema), "empty" (no body documented) or "other"
+    response: ResponseSpec
+    risk: Risk
+    pagination: PaginationSpec | None = None
+    extra_inputs: dict[str, dict[str, Any]] = field(default_factory=dict)  # limit / cursor
+
+    @property
+    def visible(self) -> list[_Arg]:
+        return [a for a in self.args if not a.fixed and not a.hidden]
+
+    def input_schema(self) -> dict[str, Any]:
+        return _input_schema(self.args, self.extra_inputs)
+
+
+def unknown_operation(ctx: _Context, ref: str, doc: OverlayFile, where: KeyPath) -> InputError:
+    ids = [k for k in ctx.ops if " " not in k] or list(ctx.ops)
+    hint = did_you_mean(ref, ids)
+    return InputError(doc.problem(
+        where,
+        f"unknown operation {ref!r}" + (f"; {hint}" if hint else ""),
+        hint='use an operationId from the spec, or "METHOD /path"; `openapi2mcp inspect SPEC '
+        "--all-operations` lists them",
+    ))
+
+
+def response_def_of(own: ResponseDef | None, overlay: ToolOverlay) -> ResponseDef | None:
+    """A tool's (or branch's) `response`, else the overlay's `defaults.response`."""
+    return own or (overlay.defaults.response if overlay.defaults else None)
+
+
+def compile_use(
+    ctx: _Context,
+    ref: str,
+    params: dict[str, ParamDef],
+    risk: Risk | None,
+    response_def: ResponseDef | None,
+    pagination_def: PaginationDef | None,
+    doc: OverlayFile,
+    at: KeyPath,
+    *,
+    ref_key: str = "operation",
+) -> Use:
+    """Compile one operation with its `params`, `response` and `pagination` overrides."""
+    op = find_operation(ctx, ref)
     if op is None:
-        ids = [k for k in ctx.ops if " " not in k] or list(ctx.ops)
-        hint = did_you_mean(tdef.operation, ids)
-        raise InputError(doc.problem(
-            (*at, "operation"),
-            f"unknown operation {tdef.operation!r}" + (f"; {hint}" if hint else ""),
-            hint='use an operationId from the spec, or "METHOD /path"; `openapi2mcp inspect SPEC '
-            "--all-operations` lists them",
-        ))
+        raise unknown_operation(ctx, ref, doc, (*at, ref_key))
     args = _operation_args(ctx, op)
-    args = _apply_param_defs(ctx, op, args, tdef, doc, at)
-    risk: Risk = tdef.risk or DEFAULT_RISK.get(op.method, "medium")
-    response_def = tdef.response or (overlay.defaults.response if overlay.defaults else None)
-    input_schema = _input_schema(args)
+    args = _apply_param_defs(ctx, op, args, params, doc, at)
+    chosen: Risk = risk or DEFAULT_RISK.get(op.method, "medium")
     output_schema, wrap = _output_schema(ctx, op, OUTPUT_DEPTH_TOOL)
     response = ResponseSpec(
         select=response_def.select if response_def else None,
         max_items=response_def.max_items if response_def else None,
         max_bytes=(response_def.max_bytes if response_def and response_def.max_bytes else 64_000),
         wrap=wrap,
-        units=dict(tdef.units),
     )
+    use = Use(op=op, args=args, operation=_operation_spec(ctx, op, args), output_schema=output_schema,
+              output_kind=_output_kind(ctx, op), response=response, risk=chosen)
+    if pagination_def is not None:
+        from openapi2mcp.tasks import paginate
+
+        return paginate(ctx, use, pagination_def, doc, (*at, "pagination"), at)
     if response.select:
-        output_schema, response = _projected_output(ctx, op, response, doc, (*at, "response", "select"))
+        use.output_schema, use.response = _projected_output(ctx, op, response, doc, (*at, "response", "select"))
+    return use
+
+
+def _overlay_tool(
+    ctx: _Context, tdef: ToolDef, overlay: ToolOverlay, doc: OverlayFile, at: KeyPath
+) -> ToolSpec:
+    if tdef.operation is None:
+        from openapi2mcp.tasks import task_tool
+
+        return task_tool(ctx, tdef, overlay, doc, at)
+    use = compile_use(ctx, tdef.operation, tdef.params, tdef.risk, response_def_of(tdef.response, overlay),
+                      tdef.pagination, doc, at)
+    op, risk = use.op, use.risk
+    input_schema = use.input_schema()
+    output_schema = use.output_schema
     units = dict(tdef.units)
     if units:
         output_schema = copy.deepcopy(output_schema)  # converted schemas are shared between tools
         _apply_units(input_schema, output_schema, units, doc, (*at, "units"))
     description = tdef.description or _op_description(op, limit=None)
-    if units:
-        description += "\nUnits: " + "; ".join(f"{k} = {v}" for k, v in units.items()) + "."
+    description += units_line(units, use.args)
+    if use.pagination is not None:
+        from openapi2mcp.tasks import paging_sentence
+
+        description += "\n" + paging_sentence(use.pagination)
     annotations = _annotations(op.method, risk, tdef.title, tdef.annotations.model_dump(
         by_alias=True, exclude_none=True) if tdef.annotations else {})
     return ToolSpec(
@@ -314,28 +392,43 @@ def _overlay_tool(
         output_schema=output_schema,
         annotations=annotations,
         dispatch="single",
-        branches=[Branch(key="default", steps=[Step(id="call", operation=_operation_spec(ctx, op, args))],
-                         risk=risk, side_effects=list(tdef.side_effects))],
-        response=response,
-        failure_modes={k: FailureMode(code=v.code, message=v.message, retryable=v.retryable)
-                       for k, v in tdef.failure_modes.items()},
+        branches=[Branch(key="default", steps=[Step(id="call", operation=use.operation)],
+                         risk=risk, side_effects=list(tdef.side_effects), pagination=use.pagination)],
+        response=use.response.model_copy(update={"units": units}),
+        failure_modes=failure_modes(tdef),
         risk=risk,
         category=tdef.category,
         permissions=list(tdef.permissions),
         side_effects=list(tdef.side_effects),
         audit_event=tdef.audit_event,
-        sensitive=sorted(a.name for a in args if a.sensitive and not a.fixed),
+        sensitive=sorted(a.name for a in use.args if a.sensitive and not a.fixed),
     )
 
 
+def failure_modes(tdef: ToolDef) -> dict[str, FailureMode]:
+    return {k: FailureMode(code=v.code, message=v.message, retryable=v.retryable)
+            for k, v in tdef.failure_modes.items()}
+
+
+def units_line(units: dict[str, str], args: Iterable[_Arg]) -> str:
+    """The tool description's unit summary: `units` plus the `unit` of each argument, once each."""
+    merged = dict(units)
+    for a in args:
+        if a.unit and not a.fixed and not a.hidden:
+            merged.setdefault(a.name, a.unit)
+    if not merged:
+        return ""
+    return "\nUnits: " + "; ".join(f"{k} = {v}" for k, v in merged.items()) + "."
+
+
 def _apply_param_defs(
-    ctx: _Context, op: Operation, args: list[_Arg], tdef: ToolDef, doc: OverlayFile, at: KeyPath
+    ctx: _Context, op: Operation, args: list[_Arg], params: dict[str, ParamDef], doc: OverlayFile, at: KeyPath
 ) -> list[_Arg]:
     """Rename, narrow, fix or hide arguments as the overlay's `params` say."""
     by_wire = {a.wire: a for a in args}
     by_name = {a.name: a for a in args}
     problems: list[Problem] = []
-    for key, pdef in tdef.params.items():
+    for key, pdef in params.items():
         where = (*at, "params", key)
         arg, model_name = _match_param(key, pdef, by_wire, by_name)
         if arg is None:
@@ -409,6 +502,7 @@ def _apply_param_def(arg: _Arg, model_name: str, pdef: ParamDef) -> None:
         schema["description"] = pdef.description
     if pdef.unit:
         schema["description"] = (schema.get("description", "") + f" Unit: {pdef.unit}.").strip()
+        arg.unit = pdef.unit
     if pdef.required is not None:
         if arg.required and not pdef.required and "default" not in schema:
             raise ValueError(f"{arg.wire!r} is required by the spec; making it optional needs a `default`")
@@ -691,7 +785,7 @@ def _dedupe_names(args: list[_Arg]) -> list[_Arg]:
     return args
 
 
-def _input_schema(args: list[_Arg]) -> dict[str, Any]:
+def _input_schema(args: list[_Arg], extra: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """One flat object schema: no top-level oneOf/anyOf (MCP clients and LLM APIs reject them)."""
     properties: dict[str, Any] = {}
     required: list[str] = []
@@ -706,6 +800,7 @@ def _input_schema(args: list[_Arg]) -> dict[str, Any]:
         properties[a.name] = schema
         if a.required:
             required.append(a.name)
+    properties.update(extra or {})
     out: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
         out["required"] = required
@@ -822,6 +917,25 @@ def _response_schema(ctx: _Context, op: Operation) -> Any:
 def _is_json(media: str) -> bool:
     base = media.split(";")[0].strip().lower()
     return base == "application/json" or base.endswith("+json") or base == "*/*"
+
+
+def _output_kind(ctx: _Context, op: Operation) -> str:
+    """json: the success response has a JSON schema; empty: it documents no body; other: anything else."""
+    if _response_schema(ctx, op) is not None:
+        return "json"
+    resp = _success_response(ctx, op)
+    content = resp.get("content") if resp else None
+    if resp is not None and not content:
+        return "empty"
+    return "other"
+
+
+def response_base(ctx: _Context, op: Operation) -> dict[str, Any] | None:
+    """The success response's schema converted for projections (deep; None: not JSON)."""
+    raw = _response_schema(ctx, op)
+    if raw is None:
+        return None
+    return _convert(ctx, raw, "output", op.pointer + "/responses", PROJECTION_BASE_DEPTH)
 
 
 def _output_schema(ctx: _Context, op: Operation, depth: int) -> tuple[dict[str, Any] | None, str | None]:

@@ -13,12 +13,17 @@ Shape of a tool (one plan serves single-operation tools, collapsed tools and cha
     ToolSpec
       dispatch: single | action | presence      how a call picks its branch
       branches: [Branch]                        one per action / argument combination
+        requires, accepts                       arguments this branch needs / takes (checked)
         steps: [Step]                           the HTTP calls, in order (a chain when > 1)
           operation: OperationSpec              method, path template, where each value goes
             params: [ParamSpec]                 each fed by a tool argument, a fixed value or
             body: BodySpec                      an expression over earlier results
         output: expression                      assembles the result from the steps
+        response: ResponseSpec                  this branch's shaping (else the tool's)
+        pagination: PaginationSpec              the paging contract (limit/cursor -> items, next_cursor)
+        risk, side_effects                      per branch: confirmation and dry run apply per branch
       response: ResponseSpec                    projection, truncation, size caps, wrapping
+      risk                                      the highest risk of its branches
 """
 
 from __future__ import annotations
@@ -105,18 +110,6 @@ class Step(_Model):
     when: str | None = None  # JMESPath; the step runs only when it is truthy
 
 
-class Branch(_Model):
-    """One way a tool can run: a list of steps plus the policy of what they do."""
-
-    key: str  # the action value (dispatch=action) or a label
-    when: list[str] = Field(default_factory=list)  # dispatch=presence: taken when all are given
-    requires: list[str] = Field(default_factory=list)  # arguments this branch needs
-    steps: list[Step]
-    output: str | None = None  # JMESPath over {inputs, steps}; None: the last step's body
-    risk: Risk = "low"
-    side_effects: list[str] = Field(default_factory=list)
-
-
 # ----------------------------------------------------------------------------- results
 
 
@@ -136,6 +129,136 @@ class FailureMode(_Model):
     code: str
     message: str | None = None
     retryable: bool | None = None
+
+
+PageStyle = Literal["page", "offset", "body_cursor", "header_cursor", "link"]
+
+
+class PaginationSpec(_Model):
+    """How a list operation pages, and the budget of one tool call.
+
+    The model always sees the same contract: arguments `limit` and `cursor`, result keys
+    `items`, `next_cursor`, `has_more` (and `total` when the API reports one). The cursor is a
+    signed token (signing.py) holding the upstream position; the parameters below say where
+    that position goes on the wire. They are not in the operation's `params`.
+    """
+
+    style: PageStyle
+    position: ParamSpec | None = None  # page number, offset or upstream cursor parameter
+    size: ParamSpec | None = None  # page-size parameter
+    first_page: int = 1  # style=page: the number of the first page
+    items: str = "items"  # JMESPath: the list in one page's body ("@": the body is the list)
+    next: str | None = None  # style=body_cursor: JMESPath of the next cursor in the body
+    header: str | None = None  # style=header_cursor: the response header with the next cursor
+    total: str | None = None  # JMESPath of the total count (page/offset stop early; returned)
+    item_select: str | None = None  # JMESPath applied to each item
+    page_size: int = 20  # items per upstream request (when the API takes a size)
+    max_items: int = 100  # most items one call returns (the maximum of `limit`)
+    max_pages: int = 10  # most upstream requests one call makes
+    auto: bool = False  # follow pages until `limit` items (within max_pages)
+    cursor_ttl: int = 3600  # seconds a cursor stays valid
+    limit_arg: str = "limit"
+    cursor_arg: str = "cursor"
+
+
+class Branch(_Model):
+    """One way a tool can run: a list of steps plus the policy of what they do."""
+
+    key: str  # the action value (dispatch=action) or a label
+    when: list[str] = Field(default_factory=list)  # dispatch=presence: taken when all are given
+    requires: list[str] = Field(default_factory=list)  # arguments this branch needs
+    accepts: list[str] | None = None  # arguments this branch uses (None: any); others are refused
+    steps: list[Step]
+    output: str | None = None  # JMESPath over {inputs, steps}; None: the last step's body
+    response: ResponseSpec | None = None  # this branch's shaping (None: the tool's `response`)
+    pagination: PaginationSpec | None = None  # single-step branches only
+    risk: Risk = "low"
+    side_effects: list[str] = Field(default_factory=list)
+    description: str | None = None  # what this branch does (actions/variants), for people
+
+
+# ----------------------------------------------------------------------------- resources and prompts
+
+
+class LinkSpec(_Model):
+    """`resource_link` items a tool adds to its results: the values of `from` fill a resource template."""
+
+    source: str = Field(alias="from")  # JMESPath over structuredContent: strings, or objects keyed by variable
+    resource: str  # the name of a templated ResourceSpec
+    max: int = 20  # most links per result
+
+
+class ResourceSpec(_Model):
+    """A resource (fixed URI) or resource template (RFC 6570, see uritemplate.py), read with one GET.
+
+    The operation's params are fed by the URI variables (`arg` = the variable name) or fixed;
+    `variables` holds each variable's JSON Schema (values are checked, and converted from the
+    URI's text, before anything is sent).
+    """
+
+    name: str
+    uri: str  # a fixed URI, or a template: {var} one segment, {+var} may contain `/`
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None  # None: the upstream response's media type
+    operation: OperationSpec
+    variables: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    response: ResponseSpec = Field(default_factory=ResponseSpec)  # select, max_bytes
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def is_template(self) -> bool:
+        return bool(self.variables)
+
+    def definition(self) -> dict[str, Any]:
+        """The resource as `resources/list` (or `resources/templates/list`) shows it."""
+        out: dict[str, Any] = {"name": self.name}
+        if self.title:
+            out["title"] = self.title
+        out["uriTemplate" if self.is_template else "uri"] = self.uri
+        if self.description:
+            out["description"] = self.description
+        if self.mime_type:
+            out["mimeType"] = self.mime_type
+        if self.meta:
+            out["_meta"] = self.meta
+        return out
+
+
+class PromptArgumentSpec(_Model):
+    name: str
+    title: str | None = None
+    description: str | None = None
+    required: bool = False
+
+
+class PromptMessageSpec(_Model):
+    """One overlay message: text (a template over the arguments), a resource, or both (text first)."""
+
+    role: Literal["user", "assistant"] = "user"
+    text: str | None = None  # {arg} is replaced; {{ and }} are literal braces
+    resource: str | None = None  # the name of the ResourceSpec to embed
+    resource_args: dict[str, str] = Field(default_factory=dict)  # template variable -> template over arguments
+    embed: bool = True  # False: a resource_link instead of the content
+
+
+class PromptSpec(_Model):
+    name: str
+    title: str | None = None
+    description: str | None = None
+    arguments: list[PromptArgumentSpec] = Field(default_factory=list)
+    messages: list[PromptMessageSpec]
+
+    def definition(self) -> dict[str, Any]:
+        """The prompt as `prompts/list` shows it."""
+        out: dict[str, Any] = {"name": self.name}
+        if self.title:
+            out["title"] = self.title
+        if self.description:
+            out["description"] = self.description
+        if self.arguments:
+            out["arguments"] = [a.model_dump(exclude_none=True) for a in self.arguments]
+        return out
 
 
 # ----------------------------------------------------------------------------- tools
@@ -164,6 +287,7 @@ class ToolSpec(_Model):
     side_effects: list[str] = Field(default_factory=list)
     audit_event: str | None = None
     sensitive: list[str] = Field(default_factory=list)  # argument names redacted in logs
+    links: list[LinkSpec] = Field(default_factory=list)  # resource_link items added to results
 
     def definition(self) -> dict[str, Any]:
         """The tool exactly as `tools/list` shows it (MCP wire names)."""
@@ -230,6 +354,8 @@ class Manifest(_Model):
     server: ServerSpec
     upstream: UpstreamSpec
     tools: list[ToolSpec]
+    resources: list[ResourceSpec] = Field(default_factory=list)
+    prompts: list[PromptSpec] = Field(default_factory=list)
     sources: list[SourceSpec] = Field(default_factory=list)
     content_hash: str = ""
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from openapi2mcp.errors import InputError, Location, Problem, did_you_mean
 from openapi2mcp.manifest import Risk, template_vars
@@ -186,6 +187,112 @@ _SCHEMA_KEYWORDS = (
 )
 
 
+ACTION_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$"
+STEP_ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
+
+
+class PaginationDef(_Strict):
+    """How the API pages this list, and the budget of one call.
+
+    Whatever the style, the model sees one contract: arguments `limit` and `cursor` (opaque,
+    signed by the server, bound to the tool and its other arguments, expiring) and the result
+    keys `items`, `next_cursor`, `has_more` (and `total` when the API reports one).
+    """
+
+    style: Literal["page", "offset", "body_cursor", "header_cursor", "link"] = Field(
+        description="page: page number + page size; offset: offset + limit; body_cursor: the next cursor is "
+        "in the body; header_cursor: in a response header; link: RFC 8288 Link header rel=next."
+    )
+    page_param: str | None = Field(None, description="page/link: the page-number parameter (default: page).")
+    size_param: str | None = Field(
+        None, description="The page-size parameter (default: per_page for page/link, limit otherwise)."
+    )
+    offset_param: str | None = Field(None, description="offset: the offset parameter (default: offset).")
+    cursor_param: str | None = Field(
+        None, description="body_cursor/header_cursor: the upstream cursor parameter (default: cursor)."
+    )
+    first_page: int = Field(1, ge=0, description="page: the number of the first page.")
+    items: str | None = Field(
+        None, description="JMESPath of the list in a page body (default: the body when it is an array, else items)."
+    )
+    next: str | None = Field(None, description="body_cursor: JMESPath of the next cursor (default: next_cursor).")
+    header: str | None = Field(None, description="header_cursor: the response header (default: X-Next-Cursor).")
+    total: str | None = Field(None, description="JMESPath of the total number of items, when the API reports it.")
+    page_size: int | None = Field(None, ge=1, description="Items per upstream request (default: the spec's default).")
+    max_items: int = Field(100, ge=1, le=10_000, description="Most items one call returns (the maximum of `limit`).")
+    max_pages: int = Field(10, ge=1, le=100, description="Most upstream requests one call makes.")
+    auto: bool = Field(False, description="Follow pages until `limit` items are collected (within max_pages).")
+    cursor_ttl: int = Field(3600, ge=60, le=7 * 86400, description="Seconds a cursor stays valid.")
+
+
+class _OperationUse(_Strict):
+    """What action and variant definitions share: one operation, re-described."""
+
+    operation: str = Field(description='operationId, or "METHOD /path" when the spec has none.')
+    description: str | None = Field(None, description="What this branch does; listed in the tool description.")
+    risk: Risk | None = Field(None, description="This branch's risk (default from the method).")
+    side_effects: list[str] = Field(default_factory=list)
+    params: dict[str, ParamDef] = Field(default_factory=dict)
+    response: ResponseDef | None = None
+    pagination: PaginationDef | None = None
+
+
+class ActionDef(_OperationUse):
+    """One value of the tool's `action` argument."""
+
+
+class VariantDef(_OperationUse):
+    """One operation of a presence-dispatched tool: taken when all `when` arguments are given."""
+
+    name: str | None = Field(None, description="A label for messages (default: the operation).")
+    when: list[str] = Field(
+        default_factory=list, description="Arguments that select this variant; none: the fallback (exactly one)."
+    )
+
+
+class StepParameterDef(_Strict):
+    """One parameter of a chain step (Arazzo Parameter Object)."""
+
+    name: str = Field(description="The parameter name as the spec spells it (or a body property: use requestBody).")
+    in_: Literal["path", "query", "header", "cookie"] | None = Field(None, alias="in")
+    value: Any = Field(description="A literal, or an expression over $inputs / $steps.<stepId> (JMESPath).")
+
+
+class StepRequestBodyDef(_Strict):
+    """The request body of a chain step (Arazzo Request Body Object)."""
+
+    content_type: str | None = Field(None, alias="contentType")
+    payload: Any = Field(
+        description="An expression for the whole body, or a mapping of property -> literal or expression."
+    )
+
+
+class StepDef(_Strict):
+    """One call of a chain (Arazzo Step Object)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    step_id: str = Field(alias="stepId", pattern=STEP_ID_PATTERN,
+                         description="Names the step for later expressions ($steps.<stepId>) and error reports.")
+    operation_id: str = Field(alias="operationId", description='operationId, or "METHOD /path".')
+    description: str | None = None
+    parameters: list[StepParameterDef] = Field(default_factory=list)
+    request_body: StepRequestBodyDef | None = Field(None, alias="requestBody")
+    when: str | None = Field(None, description="Expression; the step runs only when it is truthy (else it is null).")
+
+
+class LinkDef(_Strict):
+    """Resource links a tool adds to its results (seed 000's evidencePaths -> `resource_link` items)."""
+
+    source: str = Field(
+        alias="from",
+        description="JMESPath over the tool's result giving the values of the resource template's variable: "
+        "strings (e.g. evidencePaths[*]), or objects keyed by variable name for templates with several.",
+    )
+    resource: str = Field(description="The name of the resource template (under `resources`) the values fill.")
+    max: int = Field(20, ge=1, le=100, description="Most links one result carries.")
+
+
 class ToolDef(_Strict):
     """One task-level tool."""
 
@@ -194,7 +301,23 @@ class ToolDef(_Strict):
     description: str | None = Field(
         None, description="For the model: what it does, when to use it, units, formats, limits."
     )
-    operation: str = Field(description='operationId, or "METHOD /path" when the spec has none.')
+    operation: str | None = Field(
+        None, description='One operation: operationId, or "METHOD /path" when the spec has none.'
+    )
+    actions: dict[str, ActionDef] | None = Field(
+        None, description="Several operations, picked by the `action` argument: action name -> operation."
+    )
+    variants: list[VariantDef] | None = Field(
+        None, description="Several operations, picked by which arguments are given (first match; one fallback)."
+    )
+    steps: list[StepDef] | None = Field(None, description="A chain of calls (Arazzo-shaped steps).")
+    inputs: dict[str, Any] | None = Field(
+        None, description="steps: the JSON Schema (type: object) of the tool's arguments (default: derived)."
+    )
+    outputs: dict[str, str] | str | None = Field(
+        None, description="steps: the result, name -> expression (or one expression); default: the last step."
+    )
+    pagination: PaginationDef | None = None
     risk: Risk | None = Field(None, description="low|medium|high|critical|forbidden (default from the method).")
     category: str | None = None
     permissions: list[str] = Field(default_factory=list, description="Scopes a caller needs.")
@@ -209,6 +332,39 @@ class ToolDef(_Strict):
         default_factory=dict, description='Upstream status ("404", "4XX", "default") -> stable error.'
     )
     annotations: AnnotationsDef | None = None
+    links: list[LinkDef] = Field(
+        default_factory=list, description="Resource links added to each result, e.g. [{from: evidencePaths[*], "
+        "resource: note}]: the client can load what the result drew from with resources/read.",
+    )
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> ToolDef:
+        kinds = [k for k in ("operation", "actions", "variants", "steps") if getattr(self, k) is not None]
+        if not kinds:
+            raise PydanticCustomError("tool_kind_missing", "a tool needs operation, actions, variants or steps")
+        if len(kinds) > 1:
+            raise ValueError(f"a tool has exactly one of operation, actions, variants, steps; this one has "
+                             f"{' and '.join(kinds)}")
+        if self.operation is None and self.params:
+            raise ValueError("`params` belongs to an operation: put it into each action or variant "
+                             "(chains set parameters in their steps)")
+        if self.steps is None and (self.inputs is not None or self.outputs is not None):
+            raise ValueError("`inputs` and `outputs` belong to chains (`steps`)")
+        if self.operation is None and self.pagination is not None:
+            raise ValueError("`pagination` of a tool with actions or variants goes into the action or variant")
+        if self.actions is not None:
+            if not self.actions:
+                raise ValueError("`actions` is empty")
+            for name in self.actions:
+                if not re.fullmatch(ACTION_NAME_PATTERN, name):
+                    raise ValueError(
+                        f"action name {name!r} is invalid: use 1-64 of A-Za-z0-9_.- starting with a letter"
+                    )
+        if self.variants is not None and len(self.variants) < 2:
+            raise ValueError("`variants` needs at least two entries (one operation: use `operation`)")
+        if self.steps is not None and not self.steps:
+            raise ValueError("`steps` is empty")
+        return self
 
     @field_validator("failure_modes", mode="before")
     @classmethod
@@ -222,6 +378,74 @@ class ToolDef(_Strict):
                 out[key] = mode
             return out
         return v
+
+
+RESOURCE_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
+
+
+class ResourceResponseDef(_Strict):
+    """What of the response body becomes the resource's content."""
+
+    select: str | None = Field(
+        None, description="JMESPath applied to the JSON body; a string result is the text, anything else is JSON."
+    )
+    max_bytes: int | None = Field(None, ge=256, description="Cap on the content, in bytes (default 1,000,000).")
+
+
+class ResourceDef(_Strict):
+    """A resource (fixed URI) or resource template: context the application loads, read with one GET."""
+
+    uri: str = Field(
+        description="A fixed URI (notes://index), or an RFC 6570 template whose variables are parameters of the "
+        "operation: {name} is one segment (`/` is percent-encoded), {+name} may contain `/` (notes://{+path})."
+    )
+    name: str = Field(pattern=RESOURCE_NAME_PATTERN, description="Unique name (1-64 of A-Za-z0-9_.-).")
+    title: str | None = None
+    description: str | None = None
+    operation: str = Field(description='A GET operation: operationId, or "GET /path".')
+    mime_type: str | None = Field(
+        None, pattern=r"^[\w.+-]+/[\w.+-]+(\s*;.*)?$",
+        description="MIME type of the content (default: text/plain for a selected string, else the response's).",
+    )
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="Fixed values of other parameters of the operation (name -> value)."
+    )
+    response: ResourceResponseDef | None = None
+
+
+class PromptArgumentDef(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$", description="Used as {name} in the templates.")
+    title: str | None = None
+    description: str | None = None
+    required: bool = False
+
+
+class PromptMessageDef(_Strict):
+    """One message: text, an embedded resource, or both (then two messages: the text first)."""
+
+    role: Literal["user", "assistant"] = "user"
+    text: str | None = Field(None, description="Template: {argument} is replaced; {{ and }} are literal braces.")
+    resource: str | None = Field(
+        None, description="URI of a declared resource, with {argument} placeholders (e.g. notes://{path}); its "
+        "content is read when the prompt is got and embedded.",
+    )
+    embed: bool = Field(True, description="false: a resource_link to the URI instead of the content.")
+
+    @model_validator(mode="after")
+    def _something(self) -> PromptMessageDef:
+        if self.text is None and self.resource is None:
+            raise ValueError("a message needs `text`, `resource` or both")
+        return self
+
+
+class PromptDef(_Strict):
+    """A prompt template the user picks (seed 001: prompts are user-controlled)."""
+
+    name: str = Field(pattern=TOOL_NAME_PATTERN, description="Unique name (1-64 of A-Za-z0-9_.-).")
+    title: str | None = None
+    description: str | None = None
+    arguments: list[PromptArgumentDef] = Field(default_factory=list)
+    messages: list[PromptMessageDef] = Field(min_length=1)
 
 
 class ToolOverlay(_Strict):
@@ -240,6 +464,10 @@ class ToolOverlay(_Strict):
     passthrough: bool = Field(False, description="Also expose every operation no tool uses, one tool each.")
     defaults: ToolDefaults | None = None
     tools: list[ToolDef] = Field(default_factory=list)
+    resources: list[ResourceDef] = Field(
+        default_factory=list, description="Resources and resource templates, in the order clients list them."
+    )
+    prompts: list[PromptDef] = Field(default_factory=list, description="Prompt templates, in listing order.")
 
 
 class ToolDefaults(_Strict):
@@ -333,15 +561,15 @@ def format_path(path: KeyPath, doc: OverlayFile | None = None) -> str:
     for i, part in enumerate(path):
         if isinstance(part, int):
             out += f"[{part}]"
-            name = _tool_name(doc, part) if path[:i] == ("tools",) else None
+            name = _tool_name(doc, path[:i], part) if path[:i] in (("tools",), ("resources",), ("prompts",)) else None
             out += f"({name})" if name else ""
         else:
             out += ("." if out else "") + part
     return out
 
 
-def _tool_name(doc: OverlayFile | None, index: int) -> str | None:
-    tools = doc.data.get("tools") if doc and isinstance(doc.data, dict) else None
+def _tool_name(doc: OverlayFile | None, section: KeyPath, index: int) -> str | None:
+    tools = doc.data.get(str(section[0])) if doc and isinstance(doc.data, dict) else None
     if isinstance(tools, list) and index < len(tools) and isinstance(tools[index], dict):
         name = tools[index].get("name")
         return name if isinstance(name, str) else None
@@ -471,6 +699,12 @@ def _problem(errs: list[Any], model: type[BaseModel], doc: OverlayFile) -> Probl
         return doc.problem(loc, msg, hint=f"valid keys here: {', '.join(sorted(allowed))}" if allowed else None)
     if kind == "missing":
         return doc.problem(loc[:-1], f"missing required key {last!r} in {where}")
+    if kind == "tool_kind_missing":
+        return doc.problem(
+            loc, f"missing required key 'operation' in {format_path(loc, doc)}",
+            hint="a tool needs one of: operation (one call), actions (picked by an `action` argument), "
+            "variants (picked by the arguments given), steps (a chain)",
+        )
     if kind == "literal_error":
         expected = err.get("ctx", {}).get("expected", "")
         names = [a or b for a, b in re.findall(r"'([^']*)'|(\d+)", expected)]

@@ -38,22 +38,91 @@ def parse(expression: str) -> dict[str, Any]:
     return ast
 
 
-def project_schema(expression: str, base: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The JSON Schema of `expression` applied to data of schema `base` (None: unknown shape)."""
+def project_schema(
+    expression: str, base: dict[str, Any] | None, *, what: str = "`select`", context: bool = False
+) -> dict[str, Any] | None:
+    """The JSON Schema of `expression` applied to data of schema `base` (None: unknown shape).
+
+    `what` names the expression in messages. `context=True` means `base` is a chain's
+    `{inputs, steps}` context: messages then name the path (`steps.order`) that lacks a field.
+    """
     ast = parse(expression)
     if base is None:
         return None
     defs = base.get("$defs", {})
-    result = _Infer(defs, expression).node(ast, base)
+    result = _Infer(defs, expression, what, context).node(ast, base)
     if defs and "$ref" in repr(result):
         result = {**result, "$defs": defs}
     return result
 
 
+def root_references(expression: str) -> list[tuple[str, ...]]:
+    """The field paths an expression reads from its root, e.g. [("steps", "order"), ("inputs", "id")].
+
+    Only names looked up on the root count (not fields of projected items); a path holds the
+    leading run of plain fields (`steps.items[*].id` -> ("steps", "items")).
+    """
+    found: list[tuple[str, ...]] = []
+    _refs(parse(expression), True, found)
+    return found
+
+
+_LEFT_ONLY = {"projection", "filter_projection", "value_projection", "flatten", "index_expression", "pipe"}
+
+
+def _refs(ast: dict[str, Any], at_root: bool, found: list[tuple[str, ...]]) -> None:
+    kind = ast.get("type")
+    children = [c for c in ast.get("children", []) if isinstance(c, dict)]
+    if kind == "field":
+        if at_root:
+            found.append((ast["value"],))
+        return
+    if kind == "subexpression":
+        path = _leading_fields(ast)
+        if at_root and path:
+            found.append(path)
+        if children:
+            _refs(children[0], at_root and not path, found)
+            for child in children[1:]:
+                _refs(child, False, found)
+        return
+    if kind in _LEFT_ONLY:
+        if children:
+            _refs(children[0], at_root, found)
+            for child in children[1:]:
+                _refs(child, False, found)
+        return
+    if kind == "expref":
+        return
+    for child in children:
+        _refs(child, at_root, found)
+
+
+def _leading_fields(ast: dict[str, Any]) -> tuple[str, ...]:
+    out: list[str] = []
+    for child in ast.get("children", []):
+        if child.get("type") == "field":
+            out.append(child["value"])
+            continue
+        if child.get("type") in ("projection", "index_expression", "filter_projection", "flatten"):
+            inner = child.get("children", [{}])[0]
+            while inner.get("type") in ("projection", "index_expression", "filter_projection", "flatten"):
+                inner = inner.get("children", [{}])[0]
+            if inner.get("type") == "field":
+                out.append(inner["value"])
+            elif inner.get("type") == "subexpression":
+                out.extend(_leading_fields(inner))
+        break
+    return tuple(out)
+
+
 class _Infer:
-    def __init__(self, defs: dict[str, Any], expression: str) -> None:
+    def __init__(self, defs: dict[str, Any], expression: str, what: str = "`select`", context: bool = False) -> None:
         self.defs = defs
         self.expression = expression
+        self.what = what
+        self.context = context
+        self.trail: list[str] = []
 
     def deref(self, schema: Any) -> dict[str, Any]:
         seen = 0
@@ -82,13 +151,21 @@ class _Infer:
         return self.field(schema, ast["value"])
 
     def n_subexpression(self, ast: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
-        for child in ast["children"]:
-            schema = self.node(child, schema)
+        saved, self.trail = self.trail, []
+        try:
+            for child in ast["children"]:
+                schema = self.node(child, schema)
+                self.trail.append(child["value"] if child["type"] == "field" else "…")
+        finally:
+            self.trail = saved
         return schema
 
     def n_pipe(self, ast: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
         left = self.node(ast["children"][0], schema)
-        return self.node(ast["children"][1], _not_null(left))
+        right = self.node(ast["children"][1], _not_null(left))
+        # most expressions on null give null (a field, a projection, a multi-select)
+        return _nullable(right) if _may_be_null(self.deref(left)) and ast["children"][1]["type"] != "literal" \
+            else right
 
     def n_index_expression(self, ast: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
         return self.n_subexpression(ast, schema)
@@ -97,18 +174,19 @@ class _Infer:
         return _nullable(self.items(schema))
 
     def n_slice(self, ast: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
-        return _array(self.items(schema))
+        return _or_null(_array(self.items(schema)), self.deref(schema))
 
     def n_projection(self, ast: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
         left = self.node(ast["children"][0], schema)
         item = self.items(left)
-        return _array(_not_null(self.node(ast["children"][1], item)))
+        out = _or_null(_array(_not_null(self.node(ast["children"][1], item))), self.deref(left))
+        return _nullable(out) if self.maybe_not_array(left) else out
 
     def n_filter_projection(self, ast: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
         left = self.node(ast["children"][0], schema)
         item = self.items(left)
         self.node(ast["children"][2], item)  # checks the field names in the condition
-        return _array(_not_null(self.node(ast["children"][1], item)))
+        return _or_null(_array(_not_null(self.node(ast["children"][1], item))), self.deref(left))
 
     def n_value_projection(self, ast: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
         left = self.deref(self.node(ast["children"][0], schema))
@@ -128,9 +206,10 @@ class _Infer:
 
     def n_multi_select_dict(self, ast: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
         props: dict[str, Any] = {}
+        inner = _not_null(schema) if schema else schema
         for pair in ast["children"]:
-            props[pair["value"]] = self.node(pair["children"][0], schema)
-        return {"type": "object", "properties": props, "required": list(props)}
+            props[pair["value"]] = self.node(pair["children"][0], inner)
+        return _or_null({"type": "object", "properties": props, "required": list(props)}, self.deref(schema))
 
     def n_multi_select_list(self, ast: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
         items = [self.node(child, schema) for child in ast["children"]]
@@ -179,6 +258,11 @@ class _Infer:
     # ------------------------------------------------------------------ schema helpers
 
     def field(self, schema: dict[str, Any], name: str) -> dict[str, Any]:
+        """The schema of `name` in objects of `schema`; null too when the object itself may be null."""
+        found = self._field(schema, name)
+        return _nullable(found) if _may_be_null(self.deref(schema)) else found
+
+    def _field(self, schema: dict[str, Any], name: str) -> dict[str, Any]:
         s = self.deref(schema)
         if not s:
             return ANY
@@ -189,7 +273,12 @@ class _Infer:
                     self._missing(name, s)
                 if not found:
                     return ANY
-                return found[0] if len(found) == 1 else _nullable({"anyOf": found})
+                if key == "allOf":
+                    return found[0] if len(found) == 1 else _nullable({"anyOf": found})
+                found = [f for i, f in enumerate(found) if f not in found[:i]]
+                merged = found[0] if len(found) == 1 else {"anyOf": found}
+                # a branch without the field (an array, another object) gives null
+                return _nullable(merged) if len(found) < len(s[key]) else merged
         props = s.get("properties")
         if isinstance(props, dict) and name in props:
             value = props[name]
@@ -202,7 +291,7 @@ class _Infer:
         types = _types(s)
         if types and "object" not in types:
             raise ProjectionError(
-                f"`select` asks for field {name!r} of a {'/'.join(sorted(types))} value in {self.expression!r}",
+                f"{self.what} asks for field {name!r} of a {'/'.join(sorted(types))} value in {self.expression!r}",
                 hint="project arrays with [*] (e.g. items[*].name) before naming fields",
             )
         return ANY
@@ -220,9 +309,11 @@ class _Infer:
     def _missing(self, name: str, s: dict[str, Any]) -> None:
         known = sorted(_all_props(self, s))
         hint = did_you_mean(name, known)
+        owner = "the response schema"
+        if self.context:
+            owner = f"`{'.'.join(self.trail)}`" if self.trail else "the chain (only $inputs and $steps exist)"
         raise ProjectionError(
-            f"`select` names field {name!r}, which the response schema does not have"
-            + (f"; {hint}" if hint else ""),
+            f"{self.what} names field {name!r}, which {owner} does not have" + (f"; {hint}" if hint else ""),
             hint=f"fields here: {', '.join(known[:30])}" if known else None,
         )
 
@@ -233,11 +324,30 @@ class _Infer:
         types = _types(s)
         if types and "array" not in types:
             raise ProjectionError(
-                f"`select` in {self.expression!r} indexes or projects a {'/'.join(sorted(types))} value as an array",
+                f"{self.what} in {self.expression!r} indexes or projects a {'/'.join(sorted(types))} value as an array",
                 hint="use [*] or [0] only on array fields",
             )
+        for key in ("anyOf", "oneOf"):
+            if isinstance(s.get(key), list):
+                parts = [self.deref(p) for p in s[key]]
+                arrays = [p for p in parts if "array" in _types(p) or not _types(p)]
+                if not arrays:
+                    return self.items(parts[0]) if parts else ANY  # raises: none is an array
+                found: list[dict[str, Any]] = []
+                for part in arrays:
+                    item = part.get("items")
+                    found.append(item if isinstance(item, dict) else ANY)
+                return ANY if ANY in found else (found[0] if len(found) == 1 else {"anyOf": found})
         items = s.get("items")
         return items if isinstance(items, dict) else ANY
+
+    def maybe_not_array(self, schema: dict[str, Any]) -> bool:
+        """A union with a non-array member: projecting it may give null."""
+        s = self.deref(schema)
+        for key in ("anyOf", "oneOf"):
+            if isinstance(s.get(key), list):
+                return any(_types(self.deref(p)) and "array" not in _types(self.deref(p)) for p in s[key])
+        return False
 
 
 def _all_props(infer: _Infer, s: dict[str, Any]) -> set[str]:
@@ -246,6 +356,18 @@ def _all_props(infer: _Infer, s: dict[str, Any]) -> set[str]:
         for part in s.get(key) or []:
             out |= _all_props(infer, infer.deref(part))
     return out
+
+
+def _or_null(result: dict[str, Any], source: dict[str, Any]) -> dict[str, Any]:
+    """JMESPath gives null for a projection or multi-select of null: say so when `source` may be null."""
+    return _nullable(result) if _may_be_null(source) else result
+
+
+def _may_be_null(schema: dict[str, Any]) -> bool:
+    t = schema.get("type")
+    if isinstance(t, list) and "null" in t:
+        return True
+    return any(isinstance(x, dict) and x.get("type") == "null" for x in schema.get("anyOf") or [])
 
 
 def _types(schema: dict[str, Any]) -> set[str]:

@@ -3,6 +3,7 @@
 * success: `structuredContent` = the shaped JSON, the same JSON as compact text in the first
   content block, a second text block when the result was cut; `_meta` carries the traceId,
   the upstream requests that produced it (provenance, secrets redacted) and the cuts.
+  The tool's `links` add `resource_link` items after the text (resources.py builds them).
 * error: `isError`, `structuredContent` = `ToolError.body()` (seed 000 shape), text `CODE: message`.
 * binary: an image becomes `ImageContent`, anything else an `EmbeddedResource` blob, each with a
   one-line text description for clients that do not render them; refused above a size cap.
@@ -11,7 +12,7 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import mcp_types as types
@@ -31,12 +32,15 @@ def meta(trace_id: str, requests: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def success(shaped: Shaped, result_meta: Mapping[str, Any]) -> types.CallToolResult:
+def success(
+    shaped: Shaped, result_meta: Mapping[str, Any], *, links: Sequence[types.ResourceLink] = ()
+) -> types.CallToolResult:
     content: list[types.ContentBlock] = [types.TextContent(text=shaped.text)]
     out_meta = dict(result_meta)
     if shaped.cuts:
         content.append(types.TextContent(text=notice(shaped.cuts)))
         out_meta[CUTS_KEY] = [c.meta() for c in shaped.cuts]
+    content.extend(links)  # resource_link items: what the result drew from (the tool's `links`)
     if shaped.structured is None:
         return types.CallToolResult(content=content, meta=out_meta)
     return types.CallToolResult(content=content, structured_content=shaped.structured, meta=out_meta)

@@ -53,8 +53,11 @@ from starlette.routing import Mount, Route
 
 from openapi2mcp import result as results
 from openapi2mcp.errors import ErrorCode, ToolFailure, did_you_mean
-from openapi2mcp.manifest import Branch, Manifest, ToolSpec
+from openapi2mcp.manifest import Branch, Manifest, OperationSpec, ToolSpec
+from openapi2mcp.paginate import Paginator
+from openapi2mcp.resources import Catalog
 from openapi2mcp.shape import (
+    Shaped,
     Shaper,
     compile_expression,
     compile_schema,
@@ -63,6 +66,7 @@ from openapi2mcp.shape import (
     search,
     truthy,
 )
+from openapi2mcp.signing import SIGNING_KEY_VAR, Signer, SigningKeyError
 from openapi2mcp.upstream import ConfigError, Payload, Upstream, UpstreamResponse, decode
 
 __all__ = ["ConfigError", "Runtime", "configure_logging", "http_app", "serve_http", "serve_stdio"]
@@ -95,11 +99,13 @@ def _invalid(message: str, field: str | None = None) -> ToolFailure:
 class _Tool:
     """A callable tool: its spec plus everything compiled once at start-up."""
 
-    def __init__(self, spec: ToolSpec) -> None:
+    def __init__(self, spec: ToolSpec, signer: Signer) -> None:
         self.spec = spec
         try:
             self.arguments = compile_schema(spec.input_schema, formats=True)
             self.shaper = Shaper(spec.response, spec.output_schema)
+            self.shapers = {b.key: Shaper(b.response, spec.output_schema) for b in spec.branches if b.response}
+            self.pagers = {b.key: Paginator(spec.name, b.pagination, signer) for b in spec.branches if b.pagination}
             for expr in _expressions(spec):
                 compile_expression(expr)
             self.definition = types.Tool.model_validate(spec.definition())
@@ -113,11 +119,18 @@ class _Tool:
             raise ConfigError(f"tool {spec.name}: no branches to run")
         self.branches = [b for b in spec.branches if b.risk != "forbidden"]
 
+    def shaper_of(self, branch: Branch) -> Shaper:
+        return self.shapers.get(branch.key, self.shaper)
+
 
 def _expressions(spec: ToolSpec) -> list[str]:
     found: list[str] = []
     for branch in spec.branches:
         found += [branch.output] if branch.output else []
+        found += [branch.response.select] if branch.response and branch.response.select else []
+        paging = branch.pagination
+        if paging is not None:
+            found += [e for e in (paging.items, paging.next, paging.total, paging.item_select) if e and e != "@"]
         for step in branch.steps:
             found += [step.when] if step.when else []
             found += [p.expr for p in step.operation.params if p.expr]
@@ -207,10 +220,17 @@ def choose_branch(tool: _Tool, arguments: Mapping[str, Any]) -> Branch:
         if branch is None:
             options = " or ".join("+".join(b.when) for b in tool.branches)
             raise _invalid(f"give {options}")
-        label = f"this call ({branch.key})"
+        given = ", ".join(branch.when)
+        label = f"{branch.key} (chosen because {given} {'is' if len(branch.when) == 1 else 'are'} given)" \
+            if branch.when else f"this call ({branch.key})"
     else:
         branch = tool.branches[0]
         label = "this call"
+    if branch.accepts is not None:
+        extra = [k for k, v in arguments.items() if v is not None and k not in branch.accepts]
+        if extra:
+            takes = ", ".join(a for a in branch.accepts if a != spec.action_arg) or "no other arguments"
+            raise _invalid(f"{label} does not take {', '.join(extra)} (it takes: {takes})", extra[0])
     missing = [name for name in branch.requires if not _present(arguments, name)]
     if missing:
         raise _invalid(f"{label} needs {', '.join(missing)}", missing[0])
@@ -231,24 +251,34 @@ class Runtime:
         page_size: int = 100,
         require_secrets: bool = True,
         max_binary_bytes: int = DEFAULT_MAX_BINARY_BYTES,
+        signer: Signer | None = None,
     ) -> None:
         if page_size < 1:
             raise ConfigError("page_size must be at least 1")
         self.manifest = manifest
         self.page_size = page_size
         self.max_binary_bytes = max_binary_bytes
-        self.upstream = Upstream(
-            manifest.upstream, os.environ if environ is None else environ, require_secrets=require_secrets
-        )
+        env = os.environ if environ is None else environ
+        self.upstream = Upstream(manifest.upstream, env, require_secrets=require_secrets)
+        try:
+            self.signer = signer or Signer.from_environ(env)
+        except SigningKeyError as e:
+            raise ConfigError(str(e)) from None
         self._tools: dict[str, _Tool] = {}
         for spec in manifest.tools:
             if spec.risk == "forbidden":
                 continue
             if spec.name in self._tools:
                 raise ConfigError(f"tool {spec.name}: defined twice")
-            self._tools[spec.name] = _Tool(spec)
+            self._tools[spec.name] = _Tool(spec, self.signer)
+        if self.signer.generated and any(t.pagers for t in self._tools.values()):
+            log.warning(
+                "cursors are signed with a key generated at start-up: they stop working after a restart and are "
+                "refused by other replicas; set %s to share one key", SIGNING_KEY_VAR,
+            )
         self._listed = [t.definition for t in self._tools.values()]
         self._cursor_tag = (manifest.content_hash or "unsealed")[-12:]
+        self.catalog = Catalog(manifest, self.upstream, page_size=page_size, max_binary_bytes=max_binary_bytes)
 
     # ------------------------------------------------------------------ tools/list
 
@@ -339,6 +369,9 @@ class Runtime:
         arguments = _with_defaults(tool.spec.input_schema, arguments)
         try:
             with anyio.fail_after(self.manifest.upstream.timeout.total):
+                if branch.key in tool.pagers:
+                    shaped = await self._run_pages(tool, branch, arguments, requests)
+                    return self._paged_result(tool, shaped, results.meta(trace, requests))
                 payload, last = await self._run_steps(tool, branch, arguments, requests)
         except TimeoutError:
             raise ToolFailure.of(
@@ -347,7 +380,45 @@ class Runtime:
                 "(a write may or may not have taken effect)",
                 retryable=True,
             ) from None
-        return self._result(tool, payload, last, results.meta(trace, requests))
+        return self._result(tool, branch, payload, last, results.meta(trace, requests))
+
+    async def _run_pages(
+        self, tool: _Tool, branch: Branch, arguments: dict[str, Any], requests: list[dict[str, Any]]
+    ) -> Shaped:
+        """A paginated branch: collect up to `limit` items from the cursor's position, sign the next one."""
+        pager = tool.pagers[branch.key]
+        paging = pager.spec
+        binding = pager.binding(arguments)
+        cursor = arguments.get(paging.cursor_arg)
+        start = pager.decode(cursor if isinstance(cursor, str) else None, binding)
+        limit = arguments.get(paging.limit_arg)
+        want = limit if isinstance(limit, int) and limit > 0 else min(paging.page_size, paging.max_items)
+        failure_modes = tool.spec.failure_modes
+
+        async def send(op: OperationSpec) -> tuple[Mapping[str, str], Any, str]:
+            resp = await self.upstream.send(op, arguments, lambda e: None)
+            requests.append(resp.provenance())
+            if not resp.ok:
+                raise self.upstream.failure(resp, op, failure_modes)
+            payload = decode(resp)
+            if payload.kind != "json":
+                raise ToolFailure.of(
+                    ErrorCode.UPSTREAM_INVALID_RESPONSE,
+                    f"the upstream sent {payload.media_type or 'no content'} where a JSON page was expected",
+                    status=resp.status,
+                )
+            return resp.headers, self.upstream.redactor.value(payload.value), resp.url
+
+        settings = self.upstream.settings
+        drop = {settings.query_auth[0]} if settings.query_auth else set()
+        got = await pager.collect(send, branch.steps[0].operation, start, want, settings.base_url, drop)
+        items = [search(paging.item_select, item) for item in got.items] if paging.item_select else got.items
+
+        def cursor_at(k: int) -> str | None:
+            position = got.resume[k] if k < len(got.resume) else got.next
+            return pager.encode(position, binding) if position is not None else None
+
+        return tool.shaper_of(branch).page(items, got.total, cursor_at)
 
     async def _run_steps(
         self, tool: _Tool, branch: Branch, arguments: dict[str, Any], requests: list[dict[str, Any]]
@@ -377,10 +448,16 @@ class Runtime:
             raise _invalid("nothing to do: no step of this tool applies to these arguments")
         return payload, last
 
+    def _paged_result(self, tool: _Tool, shaped: Shaped, meta: dict[str, Any]) -> types.CallToolResult:
+        links = getattr(self, "catalog", None)
+        if links is None:
+            return results.success(shaped, meta)
+        return results.success(shaped, meta, links=links.links(tool.spec, shaped.structured))
+
     def _result(
-        self, tool: _Tool, payload: Payload, last: UpstreamResponse | None, meta: dict[str, Any]
+        self, tool: _Tool, branch: Branch, payload: Payload, last: UpstreamResponse | None, meta: dict[str, Any]
     ) -> types.CallToolResult:
-        shaper, redact = tool.shaper, self.upstream.redactor
+        shaper, redact = tool.shaper_of(branch), self.upstream.redactor
         if payload.kind == "binary":
             if tool.spec.output_schema is not None:
                 raise ToolFailure.of(
@@ -395,7 +472,7 @@ class Runtime:
             shaped = shaper.text(redact.text(payload.value), payload.media_type)
         else:
             shaped = shaper.json(redact.value(payload.value))
-        return results.success(shaped, meta)
+        return results.success(shaped, meta, links=self.catalog.links(tool.spec, shaped.structured))
 
     # ------------------------------------------------------------------ MCP
 
@@ -415,7 +492,7 @@ class Runtime:
             return await self.call(params.name, params.arguments)
 
         server = self.manifest.server
-        return Server(
+        mcp_server = Server(
             server.name,
             version=server.version,
             title=server.title,
@@ -424,6 +501,8 @@ class Runtime:
             on_call_tool=on_call_tool,
             get_tool_input_schema=self.input_schema,
         )
+        self.catalog.install(mcp_server)  # resources/*, prompts/*: only when the overlay defines some
+        return mcp_server
 
     def health(self) -> dict[str, Any]:
         return {"status": "ok", "tools": len(self._listed), "manifest": self.manifest.content_hash}

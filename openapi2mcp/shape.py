@@ -152,34 +152,39 @@ class Cut:
     kept: int
     total: int
     unit: str  # "items" | "bytes" | "characters"
+    resumable: bool = False  # a paged list: the items left out come with the next cursor
 
     def meta(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "path": self.path,
             "reason": self.reason,
             "kept": self.kept,
             "total": self.total,
             "unit": self.unit,
         }
+        if self.resumable:
+            out["resume"] = "next_cursor"
+        return out
 
     def sentence(self) -> str:
         if self.path == "*":
             return f"strings longer than {self.kept} characters were shortened (the longest had {self.total})"
         where = self.path or "the result"
-        return f"{where}: {self.kept} of {self.total} {self.unit} kept"
+        if self.resumable:
+            return f"{where}: {self.kept} of {self.total} {self.unit} returned, {self.total - self.kept} deferred"
+        return f"{where}: {self.kept} of {self.total} {self.unit} kept, {self.total - self.kept} dropped"
 
 
 def notice(cuts: Iterable[Cut]) -> str:
     """The text block that tells the model a result is partial and how to get the rest."""
     cuts = list(cuts)
     reasons = sorted({c.reason for c in cuts})
-    return (
-        "Note: this result was cut ("
-        + ", ".join(reasons)
-        + " limit): "
-        + "; ".join(c.sentence() for c in cuts)
-        + ". Ask for less (filters, a smaller page or limit, fewer fields) to see the rest."
-    )
+    text = "Note: this result was cut (" + ", ".join(reasons) + " limit): " + "; ".join(c.sentence() for c in cuts)
+    if all(c.resumable for c in cuts):
+        return text + ". Nothing is lost: call again with cursor = next_cursor to get the deferred items."
+    if any(c.resumable for c in cuts):
+        text += ". Deferred items come with cursor = next_cursor"
+    return text + ". Ask for less (filters, a smaller page or limit, fewer fields) to see the rest."
 
 
 @dataclass(frozen=True)
@@ -335,6 +340,28 @@ class Shaper:
                 f"the upstream sent {media_type or 'text'} where the documented JSON was expected: {clip(text, 120)!r}",
             )
         return self._finish(structured, [])
+
+    def page(self, items: list[Any], total: int | None, cursor_at: Callable[[int], str | None]) -> Shaped:
+        """One call of a paginated tool: {items, next_cursor, has_more[, total]}.
+
+        `cursor_at(k)` is the cursor that resumes at items[k] (k == len(items): after the last).
+        When `max_bytes` forces the list shorter, next_cursor moves back to the first item left
+        out, so nothing is lost; the cursor itself is never shortened.
+        """
+        extra = {"total": total} if total is not None else {}
+        after = cursor_at(len(items))
+        self._check({"items": items, "next_cursor": after, "has_more": after is not None, **extra})
+        reserve = len(after or "") + 160  # the two paging keys, and a cursor that may grow a little
+        fitted, cuts = fit({"items": items, **extra}, max(256, self.spec.max_bytes - reserve))
+        kept = fitted["items"]
+        cursor = after if len(kept) == len(items) else cursor_at(len(kept))
+        structured = {"items": kept, "next_cursor": cursor, "has_more": cursor is not None, **fitted}
+        if cuts and self.validator is not None and not self.validator.is_valid(structured):
+            raise _too_large(self.spec.max_bytes)  # shortening broke the contract: refuse honestly
+        marked = tuple(
+            Cut(c.path, c.reason, c.kept, c.total, c.unit, resumable=True) if c.path == "items" else c for c in cuts
+        )
+        return Shaped(structured, dumps(structured), marked)
 
     def empty(self, status: int) -> Shaped:
         """No body (204, HEAD): `{"status": N}`, or `{}` when only that fits the outputSchema."""

@@ -973,6 +973,7 @@ def _field_hint(document: Any, op: OperationSpec) -> str | None:
     wire = None
     for path in (
         ("error", "param"),
+        ("error", "field"),
         ("errors", 0, "field"),
         ("errors", 0, "param"),
         ("invalid_params", 0, "name"),
