@@ -254,7 +254,7 @@ def serve(
         m = _manifest_for_serve(spec, overlay, manifest, all_operations, strict, allow_remote_refs, ref_root)
         if base_url:
             m = m.model_copy(update={"upstream": m.upstream.model_copy(update={"base_url": base_url})})
-        _run_server(m, transport, host, port, path, stateless, allowed_host, allowed_origin)
+        _run_server(m, transport, host, port, path, stateless, allowed_host, allowed_origin, log_level)
 
     _guarded(run)
 
@@ -293,17 +293,21 @@ def _run_server(
     stateless: bool,
     allowed_hosts: list[str] | None,
     allowed_origins: list[str] | None,
+    log_level: str,
 ) -> None:
     import anyio
 
-    from openapi2mcp.runtime import serve_http, serve_stdio
+    from openapi2mcp.runtime import Runtime, serve_http, serve_stdio, transport_security
 
+    runtime = Runtime(m)  # configuration errors (a missing variable, a bad URL) before anything is served
     if transport is Transport.stdio:
-        anyio.run(lambda: serve_stdio(m))
+        anyio.run(lambda: serve_stdio(m, runtime=runtime, log_level=log_level))
         return
-    typer.echo(f"openapi2mcp: serving {len(m.tools)} tool(s) at http://{_url_host(host)}:{port}{path}", err=True)
-    anyio.run(lambda: serve_http(m, host=host, port=port, path=path, stateless=stateless,
-                                 allowed_hosts=allowed_hosts, allowed_origins=allowed_origins))
+    transport_security(host, allowed_hosts, allowed_origins)  # a non-loopback bind must name its hosts
+    listed = len(runtime.tool_names)
+    typer.echo(f"openapi2mcp: serving {listed} tool(s) at http://{_url_host(host)}:{port}{path}", err=True)
+    anyio.run(lambda: serve_http(m, host=host, port=port, path=path, stateless=stateless, runtime=runtime,
+                                 allowed_hosts=allowed_hosts, allowed_origins=allowed_origins, log_level=log_level))
 
 
 def _url_host(host: str) -> str:
@@ -349,6 +353,129 @@ def schema(
     else:
         _fail(f"unknown schema {which!r}: use overlay or manifest")
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+# ============================================================================ build / config
+
+
+class LockChoice(StrEnum):
+    auto = "auto"
+    uv = "uv"
+    pins = "pins"
+
+
+class ClientChoice(StrEnum):
+    claude = "claude"
+    vscode = "vscode"
+    cursor = "cursor"
+
+
+@app.command()
+def build(
+    spec: Annotated[str | None, typer.Argument(help="OpenAPI document (file or URL); or use --manifest.")] = None,
+    overlay: OverlayOpt = None,
+    manifest: Annotated[
+        Path | None, typer.Option("--manifest", "-m", help="Build from a compiled Manifest (no spec parsing).")
+    ] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="The package directory (default: dist/NAME).")] = None,
+    name: Annotated[
+        str | None, typer.Option(help="Package, command and image name (default: the server name + '-mcp').")
+    ] = None,
+    version: Annotated[
+        str | None, typer.Option("--version", help="Package version (default: the API's version).")
+    ] = None,
+    base_image: Annotated[str, typer.Option(help="The Dockerfile's base image.")] = "python:3.12-slim",
+    openapi2mcp_wheel: Annotated[
+        Path | None,
+        typer.Option(help="The openapi2mcp-tools wheel to ship (default: built from this source checkout)."),
+    ] = None,
+    lock: Annotated[
+        LockChoice,
+        typer.Option(help="requirements.lock: uv (hashes, needs uv and the index), pins (installed versions), "
+                     "auto (uv when installed)."),
+    ] = LockChoice.auto,
+    all_operations: AllOpsOpt = False,
+    strict: StrictOpt = False,
+    allow_remote_refs: RemoteOpt = None,
+    ref_root: RefRootOpt = None,
+) -> None:
+    """Freeze the tools into a server package: pyproject, Manifest, lock, Dockerfile, k8s/ (see docs/build.md)."""
+
+    def run() -> None:
+        import time
+
+        from openapi2mcp.build import build_package, default_name, package_name
+
+        started = time.monotonic()
+        m = _manifest_for_serve(spec, overlay, manifest, all_operations, strict, allow_remote_refs, ref_root)
+        target = out or Path("dist") / (package_name(name) if name else default_name(m))
+        result = build_package(m, target, name=name, version=version, base_image=base_image,
+                               openapi2mcp_wheel_file=openapi2mcp_wheel, lock=lock.value)
+        for w in result.warnings:
+            typer.echo(f"openapi2mcp: warning: {w}", err=True)
+        typer.echo(f"wrote {target}: {result.name} {result.version}, {len(result.files)} files, "
+                   f"lock: {result.lock_method}, {time.monotonic() - started:.1f} s", err=True)
+        typer.echo(f"  pip install --find-links {target}/wheels {target} && {result.name} --help\n"
+                   f"  docker build -t {result.name}:{result.version} {target}", err=True)
+
+    _guarded(run)
+
+
+@app.command()
+def config(
+    client: Annotated[ClientChoice, typer.Argument(help="claude (Claude Desktop), vscode or cursor.")],
+    args: Annotated[
+        list[str] | None, typer.Argument(help="More arguments for --command (after --).", show_default=False)
+    ] = None,
+    name: Annotated[str | None, typer.Option(help="The server's key in the client configuration.")] = None,
+    command: Annotated[
+        str | None, typer.Option(help="stdio: the command that starts the server (split like a shell).")
+    ] = None,
+    url: Annotated[str | None, typer.Option(help="HTTP: the MCP endpoint, e.g. https://mcp.example.com/mcp.")] = None,
+    env: Annotated[
+        list[str] | None, typer.Option("--env", "-e", help="stdio: KEY=VALUE for the server (repeatable).")
+    ] = None,
+    header: Annotated[list[str] | None, typer.Option(help="HTTP: KEY=VALUE header (repeatable).")] = None,
+    token_env: Annotated[
+        str | None, typer.Option(help="HTTP: the bearer token comes from this variable (or a prompt in VS Code).")
+    ] = None,
+    package: Annotated[
+        Path | None, typer.Option(help="A package made by `openapi2mcp build`: its name, command and variables.")
+    ] = None,
+) -> None:
+    """Print the JSON a client needs to start or reach the server (Claude Desktop, VS Code, Cursor)."""
+
+    def run() -> None:
+        import shlex
+
+        from openapi2mcp.build import client_config, package_client_defaults
+
+        key: str | None = None
+        cmd: str | None = None
+        variables: dict[str, str] = {}
+        if package is not None:
+            key, cmd, variables = package_client_defaults(package)
+        words = shlex.split(command) if command else ([cmd] if cmd and not url else [])
+        words += list(args or [])
+        server = name or key
+        if not server:
+            _fail("give --name (the server's key in the client configuration) or --package")
+        env_map = {**(variables if not url else {}), **_pairs(env, "--env")}
+        data = client_config(client.value, server, command=words, env=env_map, url=url,
+                             headers=_pairs(header, "--header"), token_env=token_env)
+        sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+    _guarded(run)
+
+
+def _pairs(items: list[str] | None, flag: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            _fail(f"{flag} {item!r}: expected KEY=VALUE")
+        out[key] = value
+    return out
 
 
 def main() -> None:

@@ -127,6 +127,8 @@ def run_demo(*, serve: bool = False, port: int = 8000) -> None:
 async def _tour(url: str) -> None:
     from mcp import Client, MCPError
 
+    from openapi2mcp.result import error_of
+
     async with Client(url) as client:
         _say(f"4. Connected    the MCP Python SDK client, protocol {client.protocol_version}\n")
         listing = await client.list_tools()
@@ -152,7 +154,7 @@ async def _tour(url: str) -> None:
             _say(f"tools/call {name} {_short(arguments)}   # {why}")
             result = await client.call_tool(name, arguments)
             if result.is_error:
-                err = result.structured_content or {}
+                err = error_of(result) or {}
                 _say(f"  -> isError {err.get('code')}: {err.get('message')}")
             else:
                 _say("  -> " + textwrap.shorten(_short(result.structured_content, 2000), 300, placeholder=" …"))

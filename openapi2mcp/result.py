@@ -4,14 +4,19 @@
   content block, a second text block when the result was cut; `_meta` carries the traceId,
   the upstream requests that produced it (provenance, secrets redacted) and the cuts.
   The tool's `links` add `resource_link` items after the text (resources.py builds them).
-* error: `isError`, `structuredContent` = `ToolError.body()` (seed 000 shape), text `CODE: message`.
-* binary: an image becomes `ImageContent`, anything else an `EmbeddedResource` blob, each with a
+* error: `isError`, the `ToolError.body()` (seed 000 shape: code, message, retryable, field,
+  traceId) as compact JSON text and in `_meta["openapi2mcp/error"]`. No `structuredContent`:
+  it is for results that conform to the tool's outputSchema, and clients (the MCP Inspector,
+  for one) validate it against that schema even on errors.
+* binary: an image becomes `ImageContent`, audio `AudioContent`, anything else an
+  `EmbeddedResource` blob, each with a
   one-line text description for clients that do not render them; refused above a size cap.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -21,6 +26,7 @@ from openapi2mcp.errors import ErrorCode, ToolError, ToolFailure
 from openapi2mcp.shape import Shaped, notice
 
 TRACE_KEY: Final = "openapi2mcp/traceId"
+ERROR_KEY: Final = "openapi2mcp/error"
 REQUESTS_KEY: Final = "openapi2mcp/requests"
 CUTS_KEY: Final = "openapi2mcp/truncated"
 
@@ -47,12 +53,20 @@ def success(
 
 
 def failure(error: ToolError, result_meta: Mapping[str, Any]) -> types.CallToolResult:
+    body = error.body()
     return types.CallToolResult(
-        content=[types.TextContent(text=f"{error.code}: {error.message}")],
-        structured_content=error.body(),
+        content=[types.TextContent(text=json.dumps(body, ensure_ascii=False, separators=(",", ":")))],
         is_error=True,
-        meta=dict(result_meta),
+        meta={**result_meta, ERROR_KEY: body},
     )
+
+
+def error_of(result: types.CallToolResult) -> dict[str, Any] | None:
+    """The error body of an `isError` result (for clients and tests), or None."""
+    if not result.is_error:
+        return None
+    body = (result.meta or {}).get(ERROR_KEY)
+    return body if isinstance(body, dict) else None
 
 
 def internal_error(trace_id: str) -> ToolError:
@@ -68,7 +82,7 @@ def _size(n: int) -> str:
 
 
 def binary(data: bytes, media_type: str, uri: str, result_meta: Mapping[str, Any], *, cap: int) -> types.CallToolResult:
-    """A binary body as image or embedded resource; RESPONSE_TOO_LARGE above `cap` bytes."""
+    """A binary body as image, audio or embedded resource; RESPONSE_TOO_LARGE above `cap` bytes."""
     media_type = media_type or "application/octet-stream"
     if len(data) > cap:
         raise ToolFailure.of(
@@ -80,6 +94,8 @@ def binary(data: bytes, media_type: str, uri: str, result_meta: Mapping[str, Any
     block: types.ContentBlock
     if media_type.startswith("image/"):
         block = types.ImageContent(data=encoded, mime_type=media_type)
+    elif media_type.startswith("audio/"):
+        block = types.AudioContent(data=encoded, mime_type=media_type)
     else:
         block = types.EmbeddedResource(resource=types.BlobResourceContents(uri=uri, mime_type=media_type, blob=encoded))
     described = types.TextContent(text=f"binary result: {media_type}, {_size(len(data))}")

@@ -38,6 +38,8 @@ from anyio.from_thread import BlockingPortal
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from openapi2mcp.result import error_of
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 PY = sys.executable
@@ -339,7 +341,8 @@ def err(result: types.CallToolResult, code: str) -> dict[str, Any]:
     """A tool execution error of `code` (seed 000 shape); returns its structured body."""
     dumped = result.model_dump(mode="json", by_alias=True, exclude_none=True)
     assert result.is_error, dumped
-    body: dict[str, Any] = result.structured_content or {}
+    assert result.structured_content is None, dumped  # errors never claim to fit outputSchema
+    body: dict[str, Any] = error_of(result) or {}
     assert body.get("code") == code, dumped
     assert isinstance(body.get("message"), str) and body["message"], dumped
     assert isinstance(body.get("retryable"), bool), dumped
@@ -347,7 +350,7 @@ def err(result: types.CallToolResult, code: str) -> dict[str, Any]:
     assert isinstance(body.get("traceId"), str) and body["traceId"], dumped
     block = result.content[0]
     assert isinstance(block, types.TextContent), dumped
-    assert block.text == f"{body['code']}: {body['message']}", dumped
+    assert json.loads(block.text) == body, dumped
     assert result.meta is not None and result.meta.get("openapi2mcp/traceId") == body["traceId"], dumped
     return body
 

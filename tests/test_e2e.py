@@ -901,11 +901,6 @@ def test_bad_input_exits_2_with_one_paragraph(
     assert "\n\n" not in message and len(message.splitlines()) <= 12, message  # one short paragraph
 
 
-@pytest.mark.xfail(
-    reason="cli.py _run_server prints 'serving N tool(s) at ...' before the runtime is built, so a "
-    "configuration error follows a line claiming the server runs (and N counts forbidden tools)",
-    strict=False,
-)
 def test_http_configuration_error_does_not_claim_to_serve(
     bad_input_runs: dict[str, subprocess.CompletedProcess[str]],
 ) -> None:

@@ -200,22 +200,17 @@ def test_inspector_sees_tool_errors_as_results(inspector: InspectorSetup) -> Non
     run = inspector.runs["tool-error"]
     assert run.returncode == 5, run  # the Inspector's exit status for "the tool returned isError"
     result = run.json()["result"]
-    assert result["isError"] is True and result["structuredContent"]["code"] == "NOT_FOUND"
+    assert result["isError"] is True and "structuredContent" not in result
+    assert json.loads(result["content"][0]["text"])["code"] == "NOT_FOUND"
 
 
-@pytest.mark.xfail(
-    reason=(
-        "product bug: an isError result of a tool that has an outputSchema carries the error body as "
-        "structuredContent, which does not conform to that outputSchema; the Inspector validates it and "
-        "reports 'data must have required property ...' instead of the FORBIDDEN error (see docs/testing.md)"
-    ),
-    strict=False,
-)
 def test_inspector_sees_tool_errors_of_tools_with_an_output_schema(inspector: InspectorSetup) -> None:
+    # an error result carries no structuredContent: the Inspector validates that against outputSchema
     run = inspector.runs["tool-error-with-output-schema"]
     assert run.returncode == 5, run
     result = run.json()["result"]
-    assert result["isError"] is True and result["structuredContent"]["code"] == "FORBIDDEN"
+    assert result["isError"] is True and "structuredContent" not in result
+    assert json.loads(result["content"][0]["text"])["code"] == "FORBIDDEN"
 
 
 @pytest.mark.parametrize("case", ["unknown-tool", "forbidden-tool"])
@@ -322,12 +317,7 @@ APPLICABLE: dict[str, dict[str, str]] = {
     "input-required-result-validate-input": {},
 }
 
-KNOWN_GAPS = {
-    "tools-call-audio": (
-        "product gap: an audio/* upstream body becomes an embedded resource, not AudioContent "
-        "(openapi2mcp/result.py binary())"
-    ),
-}
+KNOWN_GAPS: dict[str, str] = {}
 
 # Scenarios that do not apply, and the failure messages that show it is for that reason.
 _FIXTURE_TOOL = r"Unknown tool: |Tool '\w+' not found|not list the diagnostic tool"

@@ -31,6 +31,7 @@ from openapi2mcp.manifest import (
     Step,
     ToolSpec,
 )
+from openapi2mcp.result import error_of
 from openapi2mcp.runtime import ConfigError, Runtime, http_app, transport_security
 from tests.runtime_upstream import (
     fixed,
@@ -78,9 +79,11 @@ def wire(result: types.CallToolResult) -> dict[str, Any]:
 
 def err(result: types.CallToolResult) -> dict[str, Any]:
     assert result.is_error, wire(result)
-    body: dict[str, Any] = result.structured_content
+    assert result.structured_content is None, wire(result)  # errors never claim to fit outputSchema
+    body = error_of(result)
+    assert body is not None, wire(result)
     assert isinstance(result.content[0], types.TextContent)
-    assert result.content[0].text == f"{body['code']}: {body['message']}"
+    assert json.loads(result.content[0].text) == body
     return body
 
 
@@ -331,7 +334,7 @@ async def test_pagination_order_and_forbidden_tools(upstream: str) -> None:
 def test_bad_manifests_are_config_errors(upstream: str) -> None:
     bad_schema = tool("t", op("GET", "/echo"), input_schema={"type": "nonsense"})
     with pytest.raises(ConfigError, match="tool t: invalid JSON Schema"):
-        Runtime(manifest(upstream, bad_schema))
+        Runtime(manifest(upstream, bad_schema), check_schemas=True)  # compiled manifests skip this check
     bad_expr = tool("t", op("GET", "/echo"), response=ResponseSpec(select="items[?"))
     with pytest.raises(ConfigError, match="tool t: invalid JMESPath"):
         Runtime(manifest(upstream, bad_expr))
@@ -414,18 +417,15 @@ async def exercise(client: Client, protocol: str) -> None:
 
     pet = await client.call_tool("get_pet", {})  # the SDK client validates against outputSchema
     assert (pet.is_error, pet.structured_content) == (False, {"id": 7, "name": "Rex"})
-    lying = await client.call_tool("get_pet_lying", {})  # must not crash the client
-    assert lying.is_error
-    assert lying.structured_content["code"] == "UPSTREAM_INVALID_RESPONSE"
-    assert "at id: expected integer, got string" in lying.structured_content["message"]
-    missing = await client.call_tool("missing_pet", {})
-    assert (missing.is_error, missing.structured_content["code"]) == (True, "NOT_FOUND")
+    lying = err(await client.call_tool("get_pet_lying", {}))  # must not crash the client
+    assert lying["code"] == "UPSTREAM_INVALID_RESPONSE"
+    assert "at id: expected integer, got string" in lying["message"]
+    assert err(await client.call_tool("missing_pet", {}))["code"] == "NOT_FOUND"
     pets = await client.call_tool("list_pets", {"n": 10})
     assert len(pets.structured_content["pets"]) == 3
     assert pets.meta is not None
     assert pets.meta["openapi2mcp/truncated"][0]["total"] == 10
-    bad = await client.call_tool("list_pets", {"n": 500})
-    assert bad.structured_content["field"] == "n"
+    assert err(await client.call_tool("list_pets", {"n": 500}))["field"] == "n"
     me = await client.call_tool("whoami", {})
     assert CANARY not in me.model_dump_json(by_alias=True)
     assert me.structured_content["headers"]["authorization"] == "Bearer ***"

@@ -24,6 +24,7 @@ from openapi2mcp.errors import InputError
 from openapi2mcp.load import load_spec
 from openapi2mcp.manifest import Manifest
 from openapi2mcp.overlay import parse_overlay, read_overlay
+from openapi2mcp.result import error_of
 from openapi2mcp.runtime import Runtime
 from openapi2mcp.signing import Signer, SigningKeyError, TokenError
 
@@ -84,7 +85,8 @@ def ok(result: types.CallToolResult) -> dict[str, Any]:
 
 def err(result: types.CallToolResult) -> dict[str, Any]:
     assert result.is_error, result.structured_content
-    body: dict[str, Any] = result.structured_content
+    body = error_of(result)
+    assert body is not None
     return body
 
 
@@ -488,12 +490,12 @@ async def test_through_the_sdk_client(manifest: Manifest, up: Upstream, mode: st
         deleted = await client.call_tool("pets.manage", {"action": "delete", "petId": "12"})
         assert deleted.structured_content == {"status": 204}
         bad = await client.call_tool("pets.manage", {"action": "update", "name": "X"})
-        assert bad.is_error and bad.structured_content["message"] == "action 'update' needs petId"
+        assert err(bad)["message"] == "action 'update' needs petId"
         forged = await client.call_tool("pages.offset", {"cursor": "eyJ9.AAAA"})
-        assert forged.is_error and forged.structured_content["code"] == "CURSOR_INVALID"
+        assert err(forged)["code"] == "CURSOR_INVALID"
         up.fault(operation="getCustomer", kind="status", status=404)
         failed = await client.call_tool("orders.get_full", {"orderId": "o-1001"})
-        assert failed.is_error and failed.structured_content["step"] == "customer"
+        assert err(failed)["step"] == "customer"
     await rt.aclose()
 
 

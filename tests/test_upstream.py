@@ -16,6 +16,7 @@ import pytest
 
 from openapi2mcp.errors import ToolFailure
 from openapi2mcp.manifest import AuthSpec, BodySpec, FailureMode, Manifest, ParamSpec, TimeoutSpec
+from openapi2mcp.result import error_of
 from openapi2mcp.runtime import ConfigError, Runtime
 from openapi2mcp.upstream import (
     cookie_pairs,
@@ -68,8 +69,9 @@ def seen(result: dict[str, Any]) -> dict[str, Any]:
 
 def error(result: dict[str, Any]) -> dict[str, Any]:
     assert result.get("isError"), result
-    body: dict[str, Any] = result["structuredContent"]
-    assert result["content"][0]["text"] == f"{body['code']}: {body['message']}"
+    assert "structuredContent" not in result, result  # errors never claim to fit outputSchema
+    body: dict[str, Any] = result["_meta"]["openapi2mcp/error"]
+    assert json.loads(result["content"][0]["text"]) == body
     assert body["traceId"]
     return body
 
@@ -450,10 +452,10 @@ async def test_missing_secret_can_be_deferred_to_calls(upstream: str) -> None:
     runtime = Runtime(m, environ={}, require_secrets=False)
     assert [t.name for t in runtime.list_tools().tools] == ["me"]
     result = await runtime.call("me", {})
-    assert result.is_error
-    assert result.structured_content is not None
-    assert result.structured_content["code"] == "CONFIGURATION_ERROR"
-    assert "API_TOKEN" in result.structured_content["message"]
+    body = error_of(result)
+    assert body is not None
+    assert body["code"] == "CONFIGURATION_ERROR"
+    assert "API_TOKEN" in body["message"]
 
 
 @pytest.mark.parametrize(
