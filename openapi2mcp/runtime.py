@@ -56,6 +56,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
 from openapi2mcp import result as results
+from openapi2mcp.access import Caller, caller_from_context
 from openapi2mcp.errors import ErrorCode, ToolFailure, did_you_mean
 from openapi2mcp.manifest import Branch, Manifest, OperationSpec, ToolSpec
 from openapi2mcp.paginate import Paginator
@@ -324,7 +325,12 @@ class Runtime:
     # ------------------------------------------------------------------ tools/call
 
     async def call(
-        self, name: str, arguments: Mapping[str, Any] | None, *, trace_id: str | None = None
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        *,
+        trace_id: str | None = None,
+        caller: Caller | None = None,
     ) -> types.CallToolResult:
         """Run one tool call. Unknown (or forbidden) tools raise MCPError(-32602); all else is a result."""
         tool = self._tools.get(name)
@@ -497,7 +503,7 @@ class Runtime:
                 raise MCPError(code=types.INTERNAL_ERROR, message="internal error; see the server log") from None
 
         async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-            return await self.call(params.name, params.arguments)
+            return await self.call(params.name, params.arguments, caller=caller_from_context(ctx))
 
         server = self.manifest.server
         mcp_server = Server(
