@@ -50,6 +50,7 @@ from openapi2mcp.manifest import (
 )
 from openapi2mcp.overlay import KeyPath, OverlayFile, PromptDef, ResourceDef, ToolOverlay
 from openapi2mcp.projection import ProjectionError, project_schema
+from openapi2mcp.schemas import schema_types
 from openapi2mcp.uritemplate import TemplateError, UriTemplate
 
 RESOURCE_MAX_BYTES = 1_000_000  # default cap on a resource's text (tools default to 64,000)
@@ -255,7 +256,7 @@ def _resource_response(
         projected = project_schema(select, base)
     except ProjectionError as e:
         raise InputError(doc.problem(where, str(e), hint=e.hint)) from None
-    kinds = _types(projected or {})
+    kinds = schema_types(projected or {})
     if mime is None:
         mime = "text/plain" if kinds == {"string"} else "application/json"
     elif not _is_json(mime) and kinds and kinds != {"string"}:
@@ -281,13 +282,6 @@ def _is_json(media: str) -> bool:
     return base == "application/json" or base.endswith("+json")
 
 
-def _types(schema: dict[str, Any]) -> set[str]:
-    t = schema.get("type")
-    if isinstance(t, str):
-        return {t}
-    if isinstance(t, list):
-        return {x for x in t if isinstance(x, str)} - {"null"}
-    return set()
 
 
 # ============================================================================ prompts
@@ -405,12 +399,12 @@ def _link(
 
 def _link_shape(schema: dict[str, Any], names: list[str]) -> str | None:
     """Why values of this schema cannot fill the template's variables (None: they can, or may)."""
-    kinds = _types(schema)
+    kinds = schema_types(schema)
     item = schema
     if kinds == {"array"}:
         items = schema.get("items")
         item = items if isinstance(items, dict) else {}
-        kinds = _types(item)
+        kinds = schema_types(item)
     if not kinds:
         return None
     if len(names) == 1 and kinds <= {"string", "integer", "number"}:

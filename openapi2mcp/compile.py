@@ -58,7 +58,16 @@ from openapi2mcp.overlay import (
     ToolOverlay,
     apply_oai_overlays,
 )
-from openapi2mcp.schemas import SchemaConverter, SchemaError, limit_depth, limit_size, trim, walk_properties
+from openapi2mcp.schemas import (
+    SchemaConverter,
+    SchemaError,
+    flat_object_schema,
+    limit_depth,
+    limit_size,
+    schema_types,
+    trim,
+    walk_properties,
+)
 
 if TYPE_CHECKING:
     from openapi2mcp.load import LoadedSpec
@@ -522,20 +531,13 @@ _KEYWORD_TYPES = {
 
 def _check_keyword(kw: str, value: Any, schema: dict[str, Any]) -> None:
     wanted = _KEYWORD_TYPES.get(kw)
-    types = _types_of(schema)
+    types = schema_types(schema)
     if wanted and types and not types & set(wanted):
         raise ValueError(
             f"`{kw}` applies to {'/'.join(wanted)} values, but this parameter is {'/'.join(sorted(types))}"
         )
 
 
-def _types_of(schema: dict[str, Any]) -> set[str]:
-    t = schema.get("type")
-    if isinstance(t, str):
-        return {t}
-    if isinstance(t, list):
-        return {x for x in t if isinstance(x, str)} - {"null"}
-    return set()
 
 
 def _check_value(schema: dict[str, Any], value: Any, what: str) -> None:
@@ -738,7 +740,7 @@ def _object_properties(schema: dict[str, Any]) -> tuple[dict[str, Any], set[str]
     for part in parts:
         if "$ref" in part or "anyOf" in part or "oneOf" in part:
             return None
-        types = _types_of(part)
+        types = schema_types(part)
         if types and types != {"object"}:
             return None
         if not types and "properties" not in part:
@@ -801,13 +803,7 @@ def _input_schema(args: list[_Arg], extra: dict[str, dict[str, Any]] | None = No
         if a.required:
             required.append(a.name)
     properties.update(extra or {})
-    out: dict[str, Any] = {"type": "object", "properties": properties}
-    if required:
-        out["required"] = required
-    out["additionalProperties"] = False
-    if defs:
-        out["$defs"] = {k: defs[k] for k in sorted(defs)}
-    return out
+    return flat_object_schema(properties, required, defs)
 
 
 def _operation_spec(ctx: _Context, op: Operation, args: list[_Arg]) -> OperationSpec:
@@ -949,7 +945,7 @@ def _output_schema(ctx: _Context, op: Operation, depth: int) -> tuple[dict[str, 
 
 def wrap_output(schema: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     """Legacy MCP needs an object at the root: wrap arrays and scalars under `items`/`result`."""
-    types = _types_of(schema)
+    types = schema_types(schema)
     if types == {"object"} and not _may_be_null(schema):
         return schema, None
     key = "items" if types == {"array"} else "result"

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from openapi2mcp.errors import did_you_mean
+from openapi2mcp.schemas import schema_types
 
 ANY: dict[str, Any] = {}
 
@@ -200,7 +201,7 @@ class _Infer:
     def n_flatten(self, ast: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
         inner = self.items(self.node(ast["children"][0], schema))
         inner_d = self.deref(inner)
-        if "array" in _types(inner_d):
+        if "array" in schema_types(inner_d):
             return _array(self.items(inner_d))
         return _array(inner)
 
@@ -288,7 +289,7 @@ class _Infer:
             return _nullable(s["additionalProperties"])
         if props is not None and not self._open(s):
             self._missing(name, s)
-        types = _types(s)
+        types = schema_types(s)
         if types and "object" not in types:
             raise ProjectionError(
                 f"{self.what} asks for field {name!r} of a {'/'.join(sorted(types))} value in {self.expression!r}",
@@ -321,7 +322,7 @@ class _Infer:
         s = self.deref(schema)
         if not s:
             return ANY
-        types = _types(s)
+        types = schema_types(s)
         if types and "array" not in types:
             raise ProjectionError(
                 f"{self.what} in {self.expression!r} indexes or projects a {'/'.join(sorted(types))} value as an array",
@@ -330,7 +331,7 @@ class _Infer:
         for key in ("anyOf", "oneOf"):
             if isinstance(s.get(key), list):
                 parts = [self.deref(p) for p in s[key]]
-                arrays = [p for p in parts if "array" in _types(p) or not _types(p)]
+                arrays = [p for p in parts if "array" in schema_types(p) or not schema_types(p)]
                 if not arrays:
                     return self.items(parts[0]) if parts else ANY  # raises: none is an array
                 found: list[dict[str, Any]] = []
@@ -346,7 +347,7 @@ class _Infer:
         s = self.deref(schema)
         for key in ("anyOf", "oneOf"):
             if isinstance(s.get(key), list):
-                return any(_types(self.deref(p)) and "array" not in _types(self.deref(p)) for p in s[key])
+                return any(schema_types(self.deref(p)) and "array" not in schema_types(self.deref(p)) for p in s[key])
         return False
 
 
@@ -370,13 +371,6 @@ def _may_be_null(schema: dict[str, Any]) -> bool:
     return any(isinstance(x, dict) and x.get("type") == "null" for x in schema.get("anyOf") or [])
 
 
-def _types(schema: dict[str, Any]) -> set[str]:
-    t = schema.get("type")
-    if isinstance(t, str):
-        return {t}
-    if isinstance(t, list):
-        return {x for x in t if isinstance(x, str)} - {"null"}
-    return set()
 
 
 def _array(items: dict[str, Any]) -> dict[str, Any]:

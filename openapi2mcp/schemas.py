@@ -378,6 +378,27 @@ _NESTING = frozenset({"properties", "patternProperties", "additionalProperties",
 _JSON_TYPES = frozenset({"string", "number", "integer", "boolean", "array", "object", "null"})
 
 
+def schema_types(schema: dict[str, Any]) -> set[str]:
+    """The JSON types a schema names, without "null" (empty when it names none)."""
+    t = schema.get("type")
+    if isinstance(t, str):
+        return {t}
+    if isinstance(t, list):
+        return {x for x in t if isinstance(x, str)} - {"null"}
+    return set()
+
+
+def flat_object_schema(properties: dict[str, Any], required: list[str], defs: dict[str, Any]) -> dict[str, Any]:
+    """A tool's input schema: one closed object (no top-level oneOf/anyOf), $defs sorted at the root."""
+    out: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        out["required"] = required
+    out["additionalProperties"] = False
+    if defs:
+        out["$defs"] = {k: defs[k] for k in sorted(defs)}
+    return out
+
+
 def _direct_refs(node: Any) -> Iterator[str]:
     stack = [node]
     while stack:

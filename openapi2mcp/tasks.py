@@ -41,7 +41,6 @@ from openapi2mcp.compile import (
     _operation_spec,
     _output_kind,
     _request_body,
-    _types_of,
     compile_use,
     failure_modes,
     find_operation,
@@ -67,7 +66,7 @@ from openapi2mcp.manifest import (
 )
 from openapi2mcp.overlay import KeyPath, OverlayFile, PaginationDef, StepDef, ToolDef, ToolOverlay
 from openapi2mcp.projection import ProjectionError, parse, project_schema, root_references
-from openapi2mcp.schemas import limit_depth
+from openapi2mcp.schemas import flat_object_schema, limit_depth, schema_types
 
 ACTION_ARG = "action"
 LIMIT_ARG = "limit"
@@ -172,16 +171,16 @@ def paginate(ctx: _Context, use: Use, pdef: PaginationDef, doc: OverlayFile, at:
         raise InputError(problems)
     assert base is not None
 
-    items_expr = pdef.items or ("@" if _types_of(base) == {"array"} else "items")
+    items_expr = pdef.items or ("@" if schema_types(base) == {"array"} else "items")
     if pdef.items is None and items_expr == "items" and "items" not in (base.get("properties") or {}):
         props = sorted(base.get("properties") or {})
-        lists = [p for p in props if _types_of((base.get("properties") or {})[p]) == {"array"}]
+        lists = [p for p in props if schema_types((base.get("properties") or {})[p]) == {"array"}]
         raise InputError(doc.problem(
             at, f"where is the list in {op.id!r}'s response? set `pagination.items`",
             hint=f"array fields: {', '.join(lists)}" if lists else f"fields: {', '.join(props)}",
         ))
     items_schema = _project(items_expr, base, "`pagination.items`", doc, (*at, "items"))
-    if _types_of(items_schema) - {"array"}:
+    if schema_types(items_schema) - {"array"}:
         raise InputError(doc.problem((*at, "items"), f"`pagination.items` ({items_expr!r}) is not a list"))
     item = items_schema.get("items") if isinstance(items_schema.get("items"), dict) else {}
     assert isinstance(item, dict)
@@ -531,16 +530,6 @@ def _finish_multi(
     )
 
 
-def _flat_schema(properties: dict[str, Any], required: list[str], defs: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": "object", "properties": properties}
-    if required:
-        out["required"] = required
-    out["additionalProperties"] = False
-    if defs:
-        out["$defs"] = {k: defs[k] for k in sorted(defs)}
-    return out
-
-
 def _one_line(text: str) -> str:
     text = " ".join(text.split())
     first = re.split(r"(?<=[.!?])\s", text, maxsplit=1)[0]
@@ -587,7 +576,7 @@ def _action_tool(ctx: _Context, tdef: ToolDef, overlay: ToolOverlay, doc: Overla
         "description": "What to do: " + ", ".join(names) + " (see the tool description for each action's "
         "arguments).",
     }
-    input_schema = _flat_schema({ACTION_ARG: action_schema, **properties}, [ACTION_ARG, *required_all], defs)
+    input_schema = flat_object_schema({ACTION_ARG: action_schema, **properties}, [ACTION_ARG, *required_all], defs)
     lines: list[str] = []
     specs: list[Branch] = []
     for b in branches:
@@ -690,7 +679,7 @@ def _variant_tool(ctx: _Context, tdef: ToolDef, overlay: ToolOverlay, doc: Overl
     # an argument that selects a variant cannot be required everywhere
     whens = {w for v in tdef.variants for w in v.when}
     required_all = [r for r in required_all if r not in whens]
-    input_schema = _flat_schema(properties, required_all, defs)
+    input_schema = flat_object_schema(properties, required_all, defs)
     lines: list[str] = []
     specs: list[Branch] = []
     for b, vdef in zip(branches, tdef.variants, strict=True):
@@ -810,7 +799,7 @@ def _chain_tool(ctx: _Context, tdef: ToolDef, overlay: ToolOverlay, doc: Overlay
     if problems:
         raise InputError(problems)
 
-    input_schema = declared if declared is not None else _flat_schema(
+    input_schema = declared if declared is not None else flat_object_schema(
         derived, [n for n in derived if n in derived_required], {})
     output_expr, output_at = _outputs_expression(tdef, doc, at)
     # check every expression against the context it will see: inputs and the steps before it
@@ -1203,7 +1192,7 @@ def _check_expression(
         problems.append(doc.problem(where, str(e), hint=e.hint))
         return
     if target is not None:
-        got, want = _kind(_types_of(result)), _kind(_types_of(target))
+        got, want = _kind(schema_types(result)), _kind(schema_types(target))
         if got and want and not got & want:
             problems.append(doc.problem(
                 where, f"{what} takes {'/'.join(sorted(want))} values, but {expr!r} gives {'/'.join(sorted(got))}"))
