@@ -216,7 +216,7 @@ class SchemaConverter:
                 else:
                     out[key] = self._node(value, mode, needed, inner)
             elif key == "required" and isinstance(value, list):
-                out[key] = value
+                out[key] = list(dict.fromkeys(value))  # real specs repeat names (OpenAI); 2020-12 forbids it
             elif key in _PLAIN_KEYWORDS:
                 if mode == "output" and key in _VALUE_CONSTRAINTS:
                     continue
