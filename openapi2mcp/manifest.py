@@ -365,7 +365,11 @@ class Manifest(_Model):
         return self.model_dump(mode="json", by_alias=True, exclude={"content_hash"})
 
     def compute_hash(self) -> str:
-        return "sha256:" + hashlib.sha256(canonical_json(self.payload()).encode()).hexdigest()
+        # streamed: the canonical JSON of a big Manifest (GitHub: 60 MB) is never held whole
+        digest = hashlib.sha256()
+        for chunk in _CANONICAL.iterencode(self.payload()):
+            digest.update(chunk.encode())
+        return "sha256:" + digest.hexdigest()
 
     def sealed(self) -> Manifest:
         """A copy with `content_hash` set; what `compile` writes."""
@@ -398,9 +402,12 @@ class Manifest(_Model):
         return None
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def canonical_json(data: Any) -> str:
     """The one JSON spelling used for hashes: sorted keys, no spaces, UTF-8."""
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL.encode(data)
 
 
 # ----------------------------------------------------------------------------- ${VAR} templates
