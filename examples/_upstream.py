@@ -472,6 +472,8 @@ class Fault:
     Matching (all given criteria must hold): ``operation`` (operationId), ``path_prefix`` (raw or
     decoded path), ``method``, ``query_contains`` (substring of the raw query). ``skip`` lets that
     many matching requests through first. ``delay`` (seconds) is applied before any kind.
+    ``after``: the request is handled first (its effects happen, counters move), then its answer is
+    replaced by the fault: a lost response, e.g. ``kind="close", after=True`` on a create.
 
     Kinds: ``status`` (answer ``status``, default 503, with ``body``: dict/list -> JSON, str -> text,
     None -> the JSON error shape; 429/503 get ``Retry-After: 1`` unless ``headers`` say otherwise),
@@ -498,6 +500,7 @@ class Fault:
     size: int | None = None
     stream: bool = False
     location: str = "http://127.0.0.1:9/evil"
+    after: bool = False
     id: int = 0
     fired: int = 0
 
@@ -904,7 +907,7 @@ class _Runtime:
             record["fault"] = fault.kind
             if fault.delay:
                 await asyncio.sleep(fault.delay)
-            if fault.kind != "delay":
+            if fault.kind != "delay" and not fault.after:
                 return _fault_response(fault)
 
         if route is None:
@@ -981,6 +984,8 @@ class _Runtime:
                 self._violation(
                     "response", record, "response does not match the OpenAPI description: " + " | ".join(found)
                 )
+        if fault is not None and fault.after and fault.kind != "delay":
+            return _fault_response(fault)  # handled, but the client never sees the answer
         return response
 
 

@@ -3,13 +3,37 @@
 The transport establishes the caller (HTTP: the verified bearer token; stdio: the local user) and
 the runtime hands it to everything that decides or records: permissions, confirmation state
 bound to the caller, rate limits, the audit log. Runtime-side module: imports nothing heavy.
+
+Permissions are OAuth scopes. A tool's `permissions` must all be among the caller's scopes for
+the caller to see it in tools/list or call it; a tool it may not use is answered exactly like an
+unknown tool (nothing tells the caller the tool exists). A tool with `step_up: true` also needs
+its step-up scope (`step_up_scope`, default `<first permission>:step-up`); over HTTP a call
+without it is answered 403 `insufficient_scope` naming the scopes to ask for (auth.py).
 """
 
 from __future__ import annotations
 
 import getpass
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+if TYPE_CHECKING:
+    from openapi2mcp.manifest import ToolSpec
+
+SCOPES_VAR: Final = "OPENAPI2MCP_SCOPES"
+STEP_UP_SUFFIX: Final = ":step-up"
+
+# Inbound headers that are never forwarded upstream, allowlisted or not: credentials, the
+# MCP transport's own headers, and headers the HTTP client sets itself.
+NEVER_FORWARDED: Final = frozenset({
+    "authorization", "proxy-authorization", "cookie", "set-cookie", "host", "content-length",
+    "content-type", "content-encoding", "transfer-encoding", "connection", "keep-alive", "te", "trailer",
+    "upgrade", "expect", "accept", "accept-encoding", "origin", "referer", "forwarded", "x-forwarded-for",
+    "x-forwarded-host", "x-forwarded-proto", "x-real-ip", "mcp-session-id", "mcp-protocol-version",
+    "last-event-id", "www-authenticate", "idempotency-key", "user-agent",
+})
 
 
 @dataclass(frozen=True)
@@ -25,16 +49,110 @@ class Caller:
         """True when the caller holds every permission the tool declares."""
         return self.all_scopes or all(p in self.scopes for p in permissions)
 
+    def missing(self, scopes: Iterable[str]) -> list[str]:
+        """The scopes of `scopes` this caller does not hold, in order."""
+        return [] if self.all_scopes else [s for s in scopes if s not in self.scopes]
 
-def local_caller(transport: Literal["stdio", "memory"] = "stdio") -> Caller:
-    """The local user of a stdio server: trusted with every permission unless configured otherwise."""
+
+def parse_scopes(text: str | Iterable[str] | None) -> frozenset[str] | None:
+    """`"notes:read tasks:write"` (spaces or commas) -> the scopes; None, "" or "*": every scope."""
+    if text is None:
+        return None
+    words = text.replace(",", " ").split() if isinstance(text, str) else [w for s in text for w in s.split()]
+    if not words or "*" in words:
+        return None
+    return frozenset(words)
+
+
+def local_caller(
+    transport: Literal["stdio", "memory", "http"] = "stdio", scopes: Iterable[str] | None = None
+) -> Caller:
+    """The local user: trusted with every permission unless `scopes` (e.g. `--scopes`) restricts it."""
     try:
         user = getpass.getuser()
     except Exception:  # no user name in some containers
         user = "local"
-    return Caller(id=f"local:{user}", transport=transport, all_scopes=True)
+    if scopes is None:
+        return Caller(id=f"local:{user}", transport=transport, all_scopes=True)
+    return Caller(id=f"local:{user}", scopes=frozenset(scopes), transport=transport)
 
 
-def caller_from_context(ctx: Any) -> Caller:
-    """The caller of the request an SDK handler is serving (see the HTTP auth for tokens)."""
-    return local_caller("memory")
+def token_subject(token: str) -> str:
+    """A stable, non-secret id for a static token without a subject (never the token itself)."""
+    return "token:" + hashlib.sha256(token.encode()).hexdigest()[:12]
+
+
+def caller_of_token(access_token: Any) -> Caller:
+    """The caller an SDK `AccessToken` (or auth.GrantedToken) stands for."""
+    subject = getattr(access_token, "subject", None) or getattr(access_token, "client_id", None) or "unknown"
+    scopes = frozenset(str(s) for s in getattr(access_token, "scopes", None) or [])
+    return Caller(id=str(subject), scopes=scopes, transport="http",
+                  all_scopes=bool(getattr(access_token, "all_scopes", False)))
+
+
+def _request(ctx: Any) -> Any:
+    return getattr(ctx, "request", None)
+
+
+def caller_from_context(ctx: Any, local: Caller | None = None) -> Caller:
+    """The caller of the request an SDK handler is serving.
+
+    HTTP with auth: the verified bearer token (scope["user"], set by the auth middleware).
+    HTTP without auth (loopback, or --no-auth): anonymous, with the local caller's scopes.
+    stdio and in-memory: `local` (the local user; every scope unless --scopes restricts it).
+    """
+    base = local or local_caller("memory")
+    request = _request(ctx)
+    if request is None:
+        return base
+    scope = getattr(request, "scope", None)
+    user = scope.get("user") if isinstance(scope, Mapping) else None
+    access_token = getattr(user, "access_token", None)
+    if access_token is not None:
+        return caller_of_token(access_token)
+    return Caller(id="anonymous", scopes=base.scopes, transport="http", all_scopes=base.all_scopes)
+
+
+def step_up_scope(tool: ToolSpec) -> str | None:
+    """The scope a `step_up` tool needs besides its permissions (None: no step-up)."""
+    if not tool.step_up:
+        return None
+    if tool.step_up_scope:
+        return tool.step_up_scope
+    base = tool.permissions[0] if tool.permissions else tool.name
+    return base + STEP_UP_SUFFIX
+
+
+def visible(tool: ToolSpec, caller: Caller) -> bool:
+    """May the caller see and call this tool at all (its permissions; step-up comes later)?"""
+    return tool.risk != "forbidden" and caller.allows(tool.permissions)
+
+
+def needs_step_up(tool: ToolSpec, caller: Caller) -> list[str]:
+    """The scopes to ask for when the caller lacks the tool's step-up scope ([] when it has it).
+
+    Per the MCP authorization spec (and RFC 6750 3.1) a challenge names the scopes the operation
+    needs: the tool's permissions and its step-up scope.
+    """
+    extra = step_up_scope(tool)
+    if extra is None or not caller.missing([extra]):
+        return []
+    return [*tool.permissions, extra]
+
+
+def inbound_headers(ctx: Any, allow: Sequence[str]) -> dict[str, str]:
+    """The allowlisted headers of the HTTP request behind an MCP call ({} on stdio, or none allowed)."""
+    if not allow:
+        return {}
+    headers = getattr(_request(ctx), "headers", None)
+    if headers is None:
+        return {}
+    out: dict[str, str] = {}
+    for name in allow:
+        if name.lower() in NEVER_FORWARDED:
+            continue
+        values = headers.getlist(name) if hasattr(headers, "getlist") else [headers.get(name)]
+        values = [v for v in values if v is not None]
+        if values:
+            out[name] = ", ".join(values)
+    return out

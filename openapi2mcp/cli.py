@@ -17,6 +17,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 import typer
 
 if TYPE_CHECKING:
+    from openapi2mcp.auth import AuthOptions
     from openapi2mcp.compile import Compiled
     from openapi2mcp.manifest import Manifest
 
@@ -246,15 +248,77 @@ def serve(
     allow_remote_refs: RemoteOpt = None,
     ref_root: RefRootOpt = None,
     log_level: Annotated[str, typer.Option(help="Log level for stderr.")] = "warning",
+    auth_tokens: Annotated[
+        Path | None, typer.Option("--auth-tokens", envvar="OPENAPI2MCP_AUTH_TOKENS_FILE", show_envvar=False,
+                                  help="HTTP: bearer tokens file (YAML/JSON token -> {subject, scopes}, or one token "
+                                  "per line = every scope); tokens also from $OPENAPI2MCP_AUTH_TOKENS.")
+    ] = None,
+    jwks_url: Annotated[
+        str | None, typer.Option("--jwks-url", envvar="OPENAPI2MCP_JWKS_URL", show_envvar=False,
+                                 help="HTTP: accept JWTs signed by the keys at this JWKS URL (RS256/ES256/EdDSA).")
+    ] = None,
+    issuer: Annotated[
+        str | None, typer.Option(envvar="OPENAPI2MCP_ISSUER", show_envvar=False,
+                                 help="HTTP: the JWTs' required `iss`.")
+    ] = None,
+    audience: Annotated[
+        str | None, typer.Option(envvar="OPENAPI2MCP_AUDIENCE", show_envvar=False,
+                                 help="HTTP: the JWTs' required `aud` (default: --resource-url).")
+    ] = None,
+    auth_server: Annotated[
+        str | None, typer.Option(envvar="OPENAPI2MCP_AUTH_SERVER", show_envvar=False,
+                                 help="HTTP: the authorization server the protected-resource metadata names "
+                                 "(default: --issuer).")
+    ] = None,
+    resource_url: Annotated[
+        str | None, typer.Option(envvar="OPENAPI2MCP_RESOURCE_URL", show_envvar=False,
+                                 help="HTTP: the public URL of the MCP endpoint (default: from each request).")
+    ] = None,
+    no_auth: Annotated[
+        bool, typer.Option("--no-auth", envvar="OPENAPI2MCP_NO_AUTH", show_envvar=False,
+                           help="HTTP: serve a non-loopback address without auth (explicit opt-out).")
+    ] = False,
+    scopes: Annotated[
+        str | None, typer.Option(envvar="OPENAPI2MCP_SCOPES", show_envvar=False,
+                                 help='The scopes of the local user (stdio; HTTP without auth), e.g. "notes:read '
+                                 'tasks:write"; default: every scope.')
+    ] = None,
+    rate_limit: Annotated[
+        str | None, typer.Option(envvar="OPENAPI2MCP_RATE_LIMIT", show_envvar=False,
+                                 help="The server's limit on tool calls, e.g. 10/s or 100/min,burst=20,per_caller "
+                                 "(replaces the overlay's upstream.rate_limit).")
+    ] = None,
+    auto_approve: Annotated[
+        str | None, typer.Option("--auto-approve", envvar="OPENAPI2MCP_AUTO_APPROVE", show_envvar=False,
+                                 help="Trusted automation: skip the user's confirmation for these risks (high, "
+                                 "critical, or high,critical); each such call is marked in the audit log.")
+    ] = None,
+    audit_log: Annotated[
+        str | None, typer.Option("--audit-log", envvar="OPENAPI2MCP_AUDIT_LOG", show_envvar=False,
+                                 help="Write one JSON line per tool call and resource read to this file ('-': "
+                                 "stderr); a call whose line cannot be written fails closed.")
+    ] = None,
+    sse: Annotated[
+        bool, typer.Option("--sse", envvar="OPENAPI2MCP_SSE", show_envvar=False,
+                           help="HTTP: answer with SSE streams instead of JSON, so that 2025-11-25 clients can be "
+                           "asked to confirm (elicitation) mid-call.")
+    ] = False,
 ) -> None:
     """Serve the tools over MCP (stdio by default, or Streamable HTTP) and forward calls upstream."""
 
     def run() -> None:
+        from openapi2mcp.auth import AuthOptions
+
         _logging(log_level)
         m = _manifest_for_serve(spec, overlay, manifest, all_operations, strict, allow_remote_refs, ref_root)
         if base_url:
             m = m.model_copy(update={"upstream": m.upstream.model_copy(update={"base_url": base_url})})
-        _run_server(m, transport, host, port, path, stateless, allowed_host, allowed_origin, log_level)
+        access = _Access(AuthOptions(tokens_file=str(auth_tokens) if auth_tokens else None, jwks_url=jwks_url,
+                                     issuer=issuer, audience=audience, auth_server=auth_server,
+                                     resource_url=resource_url, no_auth=no_auth), scopes, rate_limit)
+        safety = _Safety(auto_approve, audit_log, sse)
+        _run_server(m, transport, host, port, path, stateless, allowed_host, allowed_origin, log_level, access,
+                    safety)
 
     _guarded(run)
 
@@ -294,20 +358,54 @@ def _run_server(
     allowed_hosts: list[str] | None,
     allowed_origins: list[str] | None,
     log_level: str,
+    access: _Access | None = None,
+    safety: _Safety | None = None,
 ) -> None:
     import anyio
 
-    from openapi2mcp.runtime import Runtime, serve_http, serve_stdio, transport_security
+    from openapi2mcp.access import local_caller, parse_scopes
+    from openapi2mcp.auth import AuthOptions, auth_config
+    from openapi2mcp.limits import parse_rate_limit
+    from openapi2mcp.runtime import ConfigError, Runtime, serve_http, serve_stdio, transport_security
 
-    runtime = Runtime(m)  # configuration errors (a missing variable, a bad URL) before anything is served
+    access = access or _Access(AuthOptions())
+    try:
+        limit = parse_rate_limit(access.rate_limit) if access.rate_limit else None
+    except ValueError as e:
+        raise ConfigError(f"--rate-limit: {e}") from None
+    local = local_caller("stdio" if transport is Transport.stdio else "http", parse_scopes(access.scopes))
+    # configuration errors (a missing variable, a bad URL) before anything is served
+    safety = safety or _Safety()
+    runtime = Runtime(m, local=local, rate_limit=limit, auto_approve=safety.auto_approve, audit_log=safety.audit_log)
     if transport is Transport.stdio:
         anyio.run(lambda: serve_stdio(m, runtime=runtime, log_level=log_level))
         return
     transport_security(host, allowed_hosts, allowed_origins)  # a non-loopback bind must name its hosts
+    auth = auth_config(access.auth, host=host, environ=os.environ)  # ... and needs auth or --no-auth
     listed = len(runtime.tool_names)
-    typer.echo(f"openapi2mcp: serving {listed} tool(s) at http://{_url_host(host)}:{port}{path}", err=True)
+    typer.echo(f"openapi2mcp: serving {listed} tool(s) at http://{_url_host(host)}:{port}{path} "
+               f"(auth: {auth.describe()})", err=True)
     anyio.run(lambda: serve_http(m, host=host, port=port, path=path, stateless=stateless, runtime=runtime,
-                                 allowed_hosts=allowed_hosts, allowed_origins=allowed_origins, log_level=log_level))
+                                 allowed_hosts=allowed_hosts, allowed_origins=allowed_origins, log_level=log_level,
+                                 auth=auth, no_auth=access.auth.no_auth, json_response=not safety.sse))
+
+
+@dataclass(frozen=True)
+class _Access:
+    """serve's access flags: auth (HTTP), the local user's scopes, the server's rate limit."""
+
+    auth: AuthOptions
+    scopes: str | None = None
+    rate_limit: str | None = None
+
+
+@dataclass(frozen=True)
+class _Safety:
+    """serve's safety flags (docs/safety.md): auto-approved risks, the audit log, SSE answers (HTTP)."""
+
+    auto_approve: str | None = None
+    audit_log: str | None = None
+    sse: bool = False
 
 
 def _url_host(host: str) -> str:

@@ -39,7 +39,9 @@ from openapi2mcp.manifest import (
     OperationSpec,
     PaginationSpec,
     ParamSpec,
+    RateLimitSpec,
     ResponseSpec,
+    RetrySpec,
     Risk,
     ServerSpec,
     SourceSpec,
@@ -53,6 +55,7 @@ from openapi2mcp.overlay import (
     OverlayFile,
     PaginationDef,
     ParamDef,
+    RateLimitDef,
     ResponseDef,
     ToolDef,
     ToolOverlay,
@@ -185,7 +188,7 @@ def compile_manifest(
         problems: list[Problem] = []
         for i, tdef in enumerate(tool_overlay.tools):
             try:
-                tool = _overlay_tool(ctx, tdef, tool_overlay, doc_overlay, ("tools", i))
+                tool = _with_access(_overlay_tool(ctx, tdef, tool_overlay, doc_overlay, ("tools", i)), tdef)
             except InputError as e:
                 problems.extend(e.problems)
                 continue
@@ -376,8 +379,11 @@ def _overlay_tool(
         from openapi2mcp.tasks import task_tool
 
         return task_tool(ctx, tdef, overlay, doc, at)
+    from openapi2mcp.contract import adjust_use, finish_tool  # confirmation, dry run, idempotency (seed 002)
+
     use = compile_use(ctx, tdef.operation, tdef.params, tdef.risk, response_def_of(tdef.response, overlay),
                       tdef.pagination, doc, at)
+    use, extra = adjust_use(ctx, use, tdef, None, doc, at)
     op, risk = use.op, use.risk
     input_schema = use.input_schema()
     output_schema = use.output_schema
@@ -393,7 +399,7 @@ def _overlay_tool(
         description += "\n" + paging_sentence(use.pagination)
     annotations = _annotations(op.method, risk, tdef.title, tdef.annotations.model_dump(
         by_alias=True, exclude_none=True) if tdef.annotations else {})
-    return ToolSpec(
+    return finish_tool(ToolSpec(
         name=tdef.name,
         title=tdef.title or _op_title(op),
         description=description.strip(),
@@ -410,8 +416,8 @@ def _overlay_tool(
         permissions=list(tdef.permissions),
         side_effects=list(tdef.side_effects),
         audit_event=tdef.audit_event,
-        sensitive=sorted(a.name for a in use.args if a.sensitive and not a.fixed),
-    )
+        sensitive=sorted(a.name for a in use.args if a.sensitive and not a.fixed and not a.hidden),
+    ), tdef, {"default": extra}, doc, at)
 
 
 def failure_modes(tdef: ToolDef) -> dict[str, FailureMode]:
@@ -767,7 +773,7 @@ def _is_binary(schema: dict[str, Any]) -> bool:
 
 
 def _is_sensitive(name: str, schema: dict[str, Any]) -> bool:
-    return schema.get("format") == "password" or bool(
+    return schema.get("format") == "password" or schema.get("writeOnly") is True or bool(
         re.search(r"pass(word)?|secret|token|api[-_]?key|credential", name, re.I)
     )
 
@@ -1106,7 +1112,27 @@ def _upstream(ctx: _Context, overlay: ToolOverlay | None, doc: OverlayFile | Non
         headers=dict(udef.headers) if udef else {},
         max_response_bytes=(udef.max_response_bytes if udef and udef.max_response_bytes else 10_000_000),
         verify_tls=udef.verify_tls if udef else True,
+        retries=RetrySpec(**udef.retries.model_dump(exclude_none=True)) if udef and udef.retries else None,
+        rate_limit=_rate_limit(udef.rate_limit) if udef and udef.rate_limit else None,
+        forward_headers=list(udef.forward_headers) if udef else [],
     )
+
+
+def _rate_limit(rdef: RateLimitDef) -> RateLimitSpec:
+    from openapi2mcp.limits import default_burst, parse_rate
+
+    rate, count = parse_rate(rdef.rate)
+    return RateLimitSpec(rate=rate, burst=rdef.burst or default_burst(count), per_caller=rdef.per_caller)
+
+
+def _with_access(tool: ToolSpec, tdef: ToolDef) -> ToolSpec:
+    """The access fields of the contract (access.py, limits.py): rate limit and step-up."""
+    update: dict[str, Any] = {}
+    if tdef.rate_limit is not None:
+        update["rate_limit"] = _rate_limit(tdef.rate_limit)
+    if tdef.step_up:
+        update.update(step_up=True, step_up_scope=tdef.step_up_scope)
+    return tool.model_copy(update=update) if update else tool
 
 
 def _spec_base_url(ctx: _Context) -> str:

@@ -22,6 +22,7 @@ Shape of a tool (one plan serves single-operation tools, collapsed tools and cha
         response: ResponseSpec                  this branch's shaping (else the tool's)
         pagination: PaginationSpec              the paging contract (limit/cursor -> items, next_cursor)
         risk, side_effects                      per branch: confirmation and dry run apply per branch
+        confirmation, dry_run, idempotency      the safety contract of this branch (policy.py)
       response: ResponseSpec                    projection, truncation, size caps, wrapping
       risk                                      the highest risk of its branches
 """
@@ -161,6 +162,42 @@ class PaginationSpec(_Model):
     cursor_arg: str = "cursor"
 
 
+Confirmation = Literal["auto", "required", "never"]
+DRY_RUN_ARG = "dryRun"  # the tool argument of dry-run tools
+DRY_RUN_TOKEN_ARG = "dryRunToken"  # dry_run required: the real call's proof of a matching dry run
+DRY_RUN_INTERNAL_ARG = "$dryRun"  # feeds the upstream's own preview switch; never a model argument
+
+
+class DryRunSpec(_Model):
+    """A branch's dry run (seed 002): the `dryRun` argument previews the call instead of making it.
+
+    `required`: a real call needs the `dryRunToken` a matching dry run returned (signed, bound to
+    the tool, branch, arguments and caller, expiring after `token_ttl` seconds). `native`: the
+    upstream has its own preview switch; the operation's plan feeds it from the internal argument
+    `$dryRun` (set to `value` on dry runs, absent otherwise), so a dry run IS an upstream call.
+    """
+
+    mode: Literal["supported", "required"] = "supported"
+    native: bool = False
+    value: Any = True  # what `$dryRun` carries to the upstream's preview parameter
+    token_ttl: int = 900
+
+
+class IdempotencySpec(_Model):
+    """The branch sends a key derived from tool + arguments + caller, so a retry is not a second effect."""
+
+    header: str = "Idempotency-Key"
+
+
+class RetrySpec(_Model):
+    """Retries of one upstream request (idempotent ones only; see retry.py)."""
+
+    max_attempts: int = Field(2, ge=1, le=10)
+    backoff: float = Field(0.25, gt=0)  # seconds: the first retry waits up to this (full jitter), doubling
+    max_backoff: float = Field(5.0, gt=0)  # cap of one wait without Retry-After
+    max_retry_after: float = Field(30.0, ge=0)  # a longer Retry-After is not waited for (the error says it)
+
+
 class Branch(_Model):
     """One way a tool can run: a list of steps plus the policy of what they do."""
 
@@ -175,6 +212,10 @@ class Branch(_Model):
     risk: Risk = "low"
     side_effects: list[str] = Field(default_factory=list)
     description: str | None = None  # what this branch does (actions/variants), for people
+    confirmation: Confirmation = "auto"  # auto: required when risk is high or critical (policy.py)
+    confirmation_message: str | None = None  # template over the arguments: {name}; None: from side_effects
+    dry_run: DryRunSpec | None = None
+    idempotency: IdempotencySpec | None = None
 
 
 # ----------------------------------------------------------------------------- resources and prompts
@@ -261,6 +302,17 @@ class PromptSpec(_Model):
         return out
 
 
+# ----------------------------------------------------------------------------- access
+
+
+class RateLimitSpec(_Model):
+    """A token bucket (limits.py): `rate` tokens a second refill up to `burst`; one call takes one."""
+
+    rate: float = Field(gt=0)  # tokens per second
+    burst: int = Field(ge=1)  # the bucket's size: calls allowed at once
+    per_caller: bool = False  # one bucket per caller instead of one shared by all
+
+
 # ----------------------------------------------------------------------------- tools
 
 
@@ -288,6 +340,10 @@ class ToolSpec(_Model):
     audit_event: str | None = None
     sensitive: list[str] = Field(default_factory=list)  # argument names redacted in logs
     links: list[LinkSpec] = Field(default_factory=list)  # resource_link items added to results
+    retries: RetrySpec | None = None  # None: the upstream's `retries`, else the defaults (retry.py)
+    rate_limit: RateLimitSpec | None = None  # this tool's own bucket (besides the upstream's)
+    step_up: bool = False  # the caller's token must also carry the step-up scope (access.step_up_scope)
+    step_up_scope: str | None = None  # None: "<first permission>:step-up"
 
     def definition(self) -> dict[str, Any]:
         """The tool exactly as `tools/list` shows it (MCP wire names)."""
@@ -331,6 +387,9 @@ class UpstreamSpec(_Model):
     headers: dict[str, str] = Field(default_factory=dict)  # extra static headers (templates)
     max_response_bytes: int = 10_000_000  # bodies above this are refused, never buffered whole
     verify_tls: bool = True
+    retries: RetrySpec | None = None  # None: retry.py's defaults
+    rate_limit: RateLimitSpec | None = None  # one bucket for every tool call (the server's limit)
+    forward_headers: list[str] = Field(default_factory=list)  # inbound MCP request headers sent upstream
 
 
 class ServerSpec(_Model):

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from openapi2mcp.errors import InputError, Location, Problem, did_you_mean
@@ -79,6 +79,36 @@ class TimeoutDef(_Strict):
     total: float | None = Field(None, gt=0, description="Deadline for the whole call, retries included.")
 
 
+class RateLimitDef(_Strict):
+    """A token bucket (limits.py): `rate` calls on average, `burst` at once; over it -> RATE_LIMITED."""
+
+    rate: str | float = Field(description="10/s, 100/min, 5000/h, 2/day, or a number (calls per second).")
+    burst: int | None = Field(
+        None, ge=1, description="Calls allowed at once (default: the count of `rate`, e.g. 100 for 100/min)."
+    )
+    per_caller: bool = Field(False, description="One bucket per caller (token subject) instead of one for all.")
+
+    @field_validator("rate")
+    @classmethod
+    def _rate(cls, v: str | float) -> str | float:
+        from openapi2mcp.limits import parse_rate
+
+        parse_rate(v)  # ValueError names the accepted forms
+        return v
+
+
+def _rate_shorthand(value: Any) -> Any:
+    """`rate_limit: 10/s` is short for `rate_limit: {rate: 10/s}`."""
+    return {"rate": value} if isinstance(value, str | int | float) and not isinstance(value, bool) else value
+
+
+RateLimitValue = Annotated[
+    RateLimitDef, BeforeValidator(_rate_shorthand, json_schema_input_type=str | float | RateLimitDef)
+]
+_HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+_SCOPE = re.compile(r"^[\x21\x23-\x5B\x5D-\x7E]+$")
+
+
 class UpstreamDef(_Strict):
     """The REST API that tool calls are forwarded to."""
 
@@ -92,6 +122,14 @@ class UpstreamDef(_Strict):
     headers: dict[str, str] = Field(default_factory=dict, description="Extra headers sent on every request.")
     max_response_bytes: int | None = Field(None, gt=0, description="Upstream bodies above this are refused.")
     verify_tls: bool = True
+    retries: RetriesDef | None = Field(None, description="Retries of idempotent requests, for every tool.")
+    rate_limit: RateLimitValue | None = Field(
+        None, description="The server's limit on tool calls, all tools together: 10/s, or {rate, burst, per_caller}."
+    )
+    forward_headers: list[str] = Field(
+        default_factory=list, description="Headers of the inbound MCP HTTP request sent on to the upstream (e.g. "
+        "X-Tenant-Id). No other inbound header is ever forwarded; credentials and hop-by-hop headers never.",
+    )
 
     @field_validator("base_url")
     @classmethod
@@ -99,6 +137,29 @@ class UpstreamDef(_Strict):
         if v is not None and not template_vars(v) and not re.match(r"^https?://[^/\s]+", v):
             raise ValueError(f"base_url must be an http(s) URL or a ${{VAR}} template, got {v!r}")
         return v
+
+    @model_validator(mode="after")
+    def _forwardable(self) -> UpstreamDef:
+        from openapi2mcp.access import NEVER_FORWARDED
+
+        taken = {h.lower() for h in self.headers}
+        if self.auth is not None and self.auth.type == "header" and self.auth.name:
+            taken.add(self.auth.name.lower())
+        seen: set[str] = set()
+        for name in self.forward_headers:
+            low = name.lower()
+            if not _HEADER_NAME.match(name):
+                raise ValueError(f"forward_headers: {name!r} is not a header name")
+            if low in NEVER_FORWARDED:
+                raise ValueError(f"forward_headers: {name} is never forwarded (credentials, cookies and the HTTP "
+                                 "and MCP transport's own headers stay with this server)")
+            if low in taken:
+                raise ValueError(f"forward_headers: {name} is set by upstream.headers or upstream.auth; a forwarded "
+                                 "value would never be sent")
+            if low in seen:
+                raise ValueError(f"forward_headers: {name} is listed twice")
+            seen.add(low)
+        return self
 
 
 class ResponseDef(_Strict):
@@ -225,6 +286,73 @@ class PaginationDef(_Strict):
     cursor_ttl: int = Field(3600, ge=60, le=7 * 86400, description="Seconds a cursor stays valid.")
 
 
+class ConfirmationDef(_Strict):
+    """Whether a call needs the user's confirmation, and what the user is asked."""
+
+    mode: Literal["auto", "required", "never"] = Field(
+        "auto", description="auto: required for high and critical risk; required; never (needs acknowledge_risk "
+        "on a critical tool).",
+    )
+    message: str | None = Field(
+        None, description="What the user is asked; {argument} is replaced by that argument's value. Default: the "
+        "tool, its arguments and its side_effects.",
+    )
+    acknowledge_risk: bool = Field(
+        False, description="`mode: never` on a critical tool: say that calls without confirmation are intended.",
+    )
+
+
+class DryRunDef(_Strict):
+    """The tool's dry run: `dryRun: true` previews the exact request(s) without a side effect."""
+
+    mode: Literal["supported", "required"] = Field(
+        description="supported: the model may preview; required: a real call needs the token of a matching preview."
+    )
+    upstream_param: str | None = Field(
+        None, description="The upstream's own preview switch (a query, header or body parameter of the operation): "
+        "a dry run then calls the upstream with it set to `value`, and its answer is the preview.",
+    )
+    value: Any = Field(True, description="What `upstream_param` is set to on a dry run.")
+    preview_status: str | None = Field(
+        None, pattern=r"^[1-5]\d\d$",
+        description="upstream_param: the status of the preview response (default 200); the tool's result is "
+        "another 2xx response.",
+    )
+    token_ttl: int = Field(900, ge=30, le=86_400, description="Seconds a dry-run token stays valid (required).")
+
+
+class IdempotencyDef(_Strict):
+    """The tool sends a key derived from tool + arguments + caller: a retried create creates once."""
+
+    header: str = Field("Idempotency-Key", pattern=r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$",
+                        description="The request header that carries the key.")
+
+
+class RetriesDef(_Strict):
+    """Retries of idempotent upstream requests: connection errors, 429, 502, 503, 504."""
+
+    max_attempts: int = Field(ge=1, le=10, description="Attempts in all (1: no retry).")
+    backoff: float | None = Field(None, gt=0, le=60, description="Seconds the first retry waits at most (full "
+                                  "jitter), doubling each time (default 0.25).")
+    max_backoff: float | None = Field(None, gt=0, le=300, description="Cap of one wait (default 5).")
+    max_retry_after: float | None = Field(None, ge=0, le=3600, description="A longer Retry-After is not waited for "
+                                          "(default 30).")
+
+
+def _mode_shorthand(value: Any) -> Any:
+    """`confirmation: required` is short for `confirmation: {mode: required}` (likewise dry_run)."""
+    return {"mode": value} if isinstance(value, str) else value
+
+
+ConfirmationValue = Annotated[
+    ConfirmationDef,
+    BeforeValidator(_mode_shorthand, json_schema_input_type=Literal["auto", "required", "never"] | ConfirmationDef),
+]
+DryRunValue = Annotated[
+    DryRunDef, BeforeValidator(_mode_shorthand, json_schema_input_type=Literal["supported", "required"] | DryRunDef)
+]
+
+
 class _OperationUse(_Strict):
     """What action and variant definitions share: one operation, re-described."""
 
@@ -235,6 +363,10 @@ class _OperationUse(_Strict):
     params: dict[str, ParamDef] = Field(default_factory=dict)
     response: ResponseDef | None = None
     pagination: PaginationDef | None = None
+    confirmation: ConfirmationValue | None = Field(None, description="This branch's confirmation (default: the "
+                                                   "tool's).")
+    dry_run: DryRunValue | None = Field(None, description="This branch's dry run (default: the tool's).")
+    idempotent: bool | None = Field(None, description="This branch sends an Idempotency-Key (default: the tool's).")
 
 
 class ActionDef(_OperationUse):
@@ -323,6 +455,23 @@ class ToolDef(_Strict):
     permissions: list[str] = Field(default_factory=list, description="Scopes a caller needs.")
     side_effects: list[str] = Field(default_factory=list, description="State changes beyond the result.")
     audit_event: str | None = Field(None, description="Event name written to the audit log.")
+    confirmation: ConfirmationValue | None = Field(
+        None, description="required|never|auto (default auto: required for high and critical risk), or "
+        "{mode, message, acknowledge_risk}.",
+    )
+    dry_run: DryRunValue | None = Field(
+        None, description="supported|required, or {mode, upstream_param, value, preview_status, token_ttl}: adds "
+        "the `dryRun` argument (and `dryRunToken` when required).",
+    )
+    idempotent: bool = Field(False, description="Send an Idempotency-Key derived from tool + arguments + caller, "
+                             "and allow retries of this tool.")
+    idempotency: IdempotencyDef | None = Field(None, description="Idempotency settings (implies idempotent).")
+    retries: RetriesDef | None = Field(None, description="Retries of this tool's idempotent requests.")
+    step_up: bool = Field(False, description="Callers need the step-up scope too (HTTP: 403 insufficient_scope).")
+    step_up_scope: str | None = Field(None, description='The step-up scope (default "<first permission>:step-up").')
+    rate_limit: RateLimitValue | None = Field(
+        None, description="This tool's own limit, besides the server's: 10/s, or {rate, burst, per_caller}."
+    )
     params: dict[str, ParamDef] = Field(default_factory=dict)
     units: dict[str, str] = Field(
         default_factory=dict, description="Field or argument name -> unit; shown in schemas and description."
@@ -365,6 +514,15 @@ class ToolDef(_Strict):
         if self.steps is not None and not self.steps:
             raise ValueError("`steps` is empty")
         return self
+
+    @field_validator("permissions", "step_up_scope")
+    @classmethod
+    def _scope_tokens(cls, v: Any) -> Any:
+        """Permissions are OAuth scopes (RFC 6749 3.3): no spaces, quotes or backslashes."""
+        for scope in v if isinstance(v, list) else [v] if v is not None else []:
+            if not _SCOPE.match(scope):
+                raise ValueError(f"{scope!r} is not an OAuth scope (printable ASCII without spaces, \" or \\)")
+        return v
 
     @field_validator("failure_modes", mode="before")
     @classmethod
@@ -759,6 +917,7 @@ def _allowed_keys(model: type[BaseModel], path: KeyPath) -> list[str]:
         current = _child_type(current, part)
         if current is None:
             return []
+    current = _unwrap(current)
     if isinstance(current, type) and issubclass(current, BaseModel):
         return [info.alias or name for name, info in current.model_fields.items()]
     return []

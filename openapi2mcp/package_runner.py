@@ -19,38 +19,46 @@ the environment alone:
     --allowed-host H         OPENAPI2MCP_ALLOWED_HOSTS  (comma-separated)
     --allowed-origin O       OPENAPI2MCP_ALLOWED_ORIGINS
     --no-auth                OPENAPI2MCP_NO_AUTH        (false)
+    --auth-tokens FILE       OPENAPI2MCP_AUTH_TOKENS_FILE
+    --jwks-url URL           OPENAPI2MCP_JWKS_URL
+    --issuer ISS             OPENAPI2MCP_ISSUER
+    --audience AUD           OPENAPI2MCP_AUDIENCE
+    --auth-server URL        OPENAPI2MCP_AUTH_SERVER
+    --resource-url URL       OPENAPI2MCP_RESOURCE_URL
+    --scopes "S1 S2"         OPENAPI2MCP_SCOPES         (every scope)
+    --rate-limit 10/s        OPENAPI2MCP_RATE_LIMIT
+    --auto-approve RISKS     OPENAPI2MCP_AUTO_APPROVE   (none; high, critical or high,critical)
+    --audit-log PATH|-       OPENAPI2MCP_AUDIT_LOG      (off; one JSON line per call, docs/safety.md)
+    --sse                    OPENAPI2MCP_SSE            (false; HTTP answers as SSE: 2025-11-25 elicitation)
     --log-level L            OPENAPI2MCP_LOG_LEVEL      (info)
-                             OPENAPI2MCP_AUTH_TOKENS / OPENAPI2MCP_AUTH_TOKENS_FILE (secrets: env only)
+                             OPENAPI2MCP_AUTH_TOKENS    (secrets: env only)
 
-HTTP auth (interim, until the safety work's MCP-side auth lands in the runtime): callers must
-send `Authorization: Bearer <token>` with one of the static tokens of OPENAPI2MCP_AUTH_TOKENS
-(comma-separated) or OPENAPI2MCP_AUTH_TOKENS_FILE (one per line). Serving on a non-loopback
-address without tokens is refused unless `--no-auth` says so explicitly. `GET /healthz` is open.
+HTTP auth is the runtime's (openapi2mcp/auth.py, docs/access.md): static bearer tokens with
+scopes from OPENAPI2MCP_AUTH_TOKENS (comma-separated `token` or `token:scope1 scope2`) or the
+tokens file, and/or JWTs checked against a JWKS. Serving on a non-loopback address without auth
+is refused unless `--no-auth` says so explicitly. `GET /healthz` is open.
 """
 
 from __future__ import annotations
 
 import argparse
-import hmac
 import json
 import os
 import sys
-from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
 from importlib import resources
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 if TYPE_CHECKING:
+    from openapi2mcp.auth import AuthOptions
     from openapi2mcp.manifest import Manifest
 
-__all__ = ["AUTH_TOKENS_FILE_VAR", "AUTH_TOKENS_VAR", "BearerAuth", "auth_tokens", "main", "run"]
+__all__ = ["AUTH_TOKENS_FILE_VAR", "AUTH_TOKENS_VAR", "main", "run"]
 
 ENV_PREFIX: Final = "OPENAPI2MCP_"
-AUTH_TOKENS_VAR: Final = "OPENAPI2MCP_AUTH_TOKENS"
+AUTH_TOKENS_VAR: Final = "OPENAPI2MCP_AUTH_TOKENS"  # the same names as openapi2mcp.auth (no import here)
 AUTH_TOKENS_FILE_VAR: Final = "OPENAPI2MCP_AUTH_TOKENS_FILE"
 NO_AUTH_VAR: Final = "OPENAPI2MCP_NO_AUTH"
-MIN_TOKEN_CHARS: Final = 16
-OPEN_PATHS: Final = frozenset({"/healthz"})
 _LOOPBACK: Final = ("127.0.0.1", "localhost", "::1")
 _TRUE: Final = ("1", "true", "yes", "on")
 
@@ -105,7 +113,8 @@ def parser(prog: str, description: str, environ: Mapping[str, str]) -> argparse.
         prog=prog,
         description=description,
         epilog="Every flag can also be set through its OPENAPI2MCP_* environment variable (the flag wins); "
-        f"HTTP callers authenticate with a bearer token from ${AUTH_TOKENS_VAR} or ${AUTH_TOKENS_FILE_VAR}. "
+        f"HTTP callers authenticate with a bearer token from ${AUTH_TOKENS_VAR} or ${AUTH_TOKENS_FILE_VAR}, "
+        "or a JWT (--jwks-url). "
         "--info lists the variables the upstream needs.",
     )
     p.add_argument("--transport", "-t", choices=["stdio", "http"], default=_env(environ, "TRANSPORT", "stdio"),
@@ -123,6 +132,36 @@ def parser(prog: str, description: str, environ: Mapping[str, str]) -> argparse.
                    help="HTTP: an Origin to accept (repeatable). Env: OPENAPI2MCP_ALLOWED_ORIGINS")
     p.add_argument("--no-auth", action="store_true", default=_env_flag(environ, "NO_AUTH"),
                    help="HTTP: serve a non-loopback address without bearer-token auth. Env: OPENAPI2MCP_NO_AUTH")
+    p.add_argument("--auth-tokens", default=_env(environ, "AUTH_TOKENS_FILE", "") or None, metavar="FILE",
+                   help="HTTP: bearer tokens file (YAML/JSON token -> {subject, scopes}, or one per line). "
+                   "Env: OPENAPI2MCP_AUTH_TOKENS_FILE")
+    p.add_argument("--jwks-url", default=_env(environ, "JWKS_URL", "") or None, metavar="URL",
+                   help="HTTP: accept JWTs signed by the keys at this JWKS URL. Env: OPENAPI2MCP_JWKS_URL")
+    p.add_argument("--issuer", default=_env(environ, "ISSUER", "") or None,
+                   help="HTTP: the JWTs' required issuer. Env: OPENAPI2MCP_ISSUER")
+    p.add_argument("--audience", default=_env(environ, "AUDIENCE", "") or None,
+                   help="HTTP: the JWTs' required audience (default: --resource-url). Env: OPENAPI2MCP_AUDIENCE")
+    p.add_argument("--auth-server", default=_env(environ, "AUTH_SERVER", "") or None, metavar="URL",
+                   help="HTTP: the authorization server named in the protected-resource metadata (default: "
+                   "--issuer). Env: OPENAPI2MCP_AUTH_SERVER")
+    p.add_argument("--resource-url", default=_env(environ, "RESOURCE_URL", "") or None, metavar="URL",
+                   help="HTTP: the public URL of the MCP endpoint (default: from each request). "
+                   "Env: OPENAPI2MCP_RESOURCE_URL")
+    p.add_argument("--scopes", default=_env(environ, "SCOPES", "") or None,
+                   help='The local user\'s scopes (stdio; HTTP without auth), e.g. "notes:read tasks:write" '
+                   "(default: every scope). Env: OPENAPI2MCP_SCOPES")
+    p.add_argument("--rate-limit", default=_env(environ, "RATE_LIMIT", "") or None, metavar="RATE",
+                   help="The server's limit on tool calls, e.g. 10/s or 100/min,burst=20,per_caller. "
+                   "Env: OPENAPI2MCP_RATE_LIMIT")
+    p.add_argument("--auto-approve", default=_env(environ, "AUTO_APPROVE", "") or None, metavar="RISKS",
+                   help="Trusted automation: skip the user's confirmation for these risks (high, critical); each "
+                   "such call is marked in the audit log. Env: OPENAPI2MCP_AUTO_APPROVE")
+    p.add_argument("--audit-log", default=_env(environ, "AUDIT_LOG", "") or None, metavar="PATH",
+                   help="One JSON line per tool call and resource read to PATH ('-': stderr); a call whose line "
+                   "cannot be written fails closed. Env: OPENAPI2MCP_AUDIT_LOG")
+    p.add_argument("--sse", action="store_true", default=_env_flag(environ, "SSE"),
+                   help="HTTP: answer with SSE streams instead of JSON, so that 2025-11-25 clients can be asked to "
+                   "confirm mid-call. Env: OPENAPI2MCP_SSE")
     p.add_argument("--base-url", default=None, help="Override the upstream base URL (normally set by its env var).")
     p.add_argument("--log-level", default=_env(environ, "LOG_LEVEL", "info"),
                    help="Log level for stderr (default info). Env: OPENAPI2MCP_LOG_LEVEL")
@@ -147,80 +186,28 @@ def _port(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     return port
 
 
-# ============================================================================ auth
+# ============================================================================ access
 
 
-def auth_tokens(environ: Mapping[str, str]) -> list[str]:
-    """The static bearer tokens from the environment (never from flags: they would show in `ps`)."""
-    tokens = [t for t in environ.get(AUTH_TOKENS_VAR, "").replace(",", " ").split() if t]
-    path = environ.get(AUTH_TOKENS_FILE_VAR, "").strip()
-    if path:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as e:
-            raise UsageError(f"{AUTH_TOKENS_FILE_VAR}: cannot read {path}: {e.strerror}") from None
-        for line in text.splitlines():
-            line = line.split("#", 1)[0].strip()
-            if line:
-                tokens.append(line)
-    weak = [t for t in tokens if len(t) < MIN_TOKEN_CHARS]
-    if weak:
-        raise UsageError(f"auth tokens must have at least {MIN_TOKEN_CHARS} characters ({len(weak)} too short)")
-    return tokens
+def _auth_options(args: argparse.Namespace) -> AuthOptions:
+    from openapi2mcp.auth import AuthOptions
+
+    return AuthOptions(tokens_file=args.auth_tokens, jwks_url=args.jwks_url, issuer=args.issuer,
+                       audience=args.audience, auth_server=args.auth_server, resource_url=args.resource_url,
+                       no_auth=args.no_auth)
 
 
-class BearerAuth:
-    """ASGI middleware: requests need `Authorization: Bearer <one of the tokens>`; /healthz is open.
+def _runtime_access(args: argparse.Namespace) -> dict[str, Any]:
+    """Runtime options from the access flags: the local caller's scopes and the server's rate limit."""
+    from openapi2mcp.access import local_caller, parse_scopes
+    from openapi2mcp.limits import parse_rate_limit
 
-    Interim: the safety work replaces this with the runtime's own auth (scopes, JWT, protected
-    resource metadata); the environment variables and `--no-auth` stay.
-    """
-
-    def __init__(self, app: ASGIApp, tokens: Iterable[str], open_paths: Iterable[str] = OPEN_PATHS) -> None:
-        self.app = app
-        self.tokens = [t.encode() for t in tokens]
-        self.open_paths = frozenset(open_paths)
-
-    def allowed(self, header: bytes) -> bool:
-        scheme, _, token = header.partition(b" ")
-        token = token.strip()
-        if scheme.lower() != b"bearer" or not token:
-            return False
-        found = False
-        for candidate in self.tokens:  # compare with every token: timing does not tell which matched
-            found |= hmac.compare_digest(token, candidate)
-        return found
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("path") in self.open_paths:
-            await self.app(scope, receive, send)
-            return
-        header = next((v for k, v in scope.get("headers", []) if k == b"authorization"), b"")
-        if self.allowed(header):
-            await self.app(scope, receive, send)
-            return
-        body = json.dumps({"error": "unauthorized", "error_description": "a valid bearer token is required"}).encode()
-        await send({
-            "type": "http.response.start",
-            "status": 401,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"www-authenticate", b'Bearer realm="mcp", error="invalid_token"'),
-            ],
-        })
-        await send({"type": "http.response.body", "body": body})
-
-
-def _http_auth(host: str, no_auth: bool, environ: Mapping[str, str]) -> list[str]:
-    tokens = auth_tokens(environ)
-    if tokens or no_auth or host in _LOOPBACK:
-        return tokens
-    raise UsageError(
-        f"serving on {host} (not loopback) needs auth: set {AUTH_TOKENS_VAR} (comma-separated tokens of at "
-        f"least {MIN_TOKEN_CHARS} characters) or {AUTH_TOKENS_FILE_VAR}, or pass --no-auth "
-        f"({NO_AUTH_VAR}=1) to serve without"
-    )
+    try:
+        limit = parse_rate_limit(args.rate_limit) if args.rate_limit else None
+    except ValueError as e:
+        raise UsageError(f"--rate-limit / OPENAPI2MCP_RATE_LIMIT: {e}") from None
+    local = local_caller("stdio" if args.transport == "stdio" else "http", parse_scopes(args.scopes))
+    return {"local": local, "rate_limit": limit}
 
 
 # ============================================================================ main
@@ -283,14 +270,17 @@ def _run(package: str, prog: str, info: dict[str, Any], args: argparse.Namespace
             f"serving on {args.host} (not loopback) needs the Host names clients use: set OPENAPI2MCP_ALLOWED_HOSTS "
             "(comma-separated, e.g. mcp.example.com,localhost) or pass --allowed-host ('*' turns the check off)"
         )
+    access = {**_runtime_access(args), "auto_approve": args.auto_approve, "audit_log": args.audit_log}
     if args.check:
         import anyio
 
-        runtime = Runtime(manifest, environ=env)  # resolves the upstream settings: a missing variable raises
+        from openapi2mcp.auth import auth_config
+
+        runtime = Runtime(manifest, environ=env, **access)  # resolves the upstream settings: a missing variable raises
         anyio.run(runtime.aclose)
         if args.transport == "http":
             transport_security(args.host, hosts or None, origins or None)
-            _http_auth(args.host, args.no_auth, env)
+            auth_config(_auth_options(args), host=args.host, environ=env)
         print(f"{prog}: configuration ok ({listed} tool(s), transport {args.transport})",
               file=sys.stderr)
         return
@@ -300,17 +290,18 @@ def _run(package: str, prog: str, info: dict[str, Any], args: argparse.Namespace
     if args.transport == "stdio":
         from openapi2mcp.runtime import serve_stdio
 
-        anyio.run(lambda: serve_stdio(manifest))
+        anyio.run(lambda: serve_stdio(manifest, **access))
         return
 
-    tokens = _http_auth(args.host, args.no_auth, env)
+    from openapi2mcp.auth import auth_config
+
+    auth = auth_config(_auth_options(args), host=args.host, environ=env)
     app: ASGIApp = http_app(manifest, host=args.host, path=args.path, stateless=args.stateless,
-                            allowed_hosts=hosts or None, allowed_origins=origins or None)
-    if tokens:
-        app = BearerAuth(app, tokens)
+                            allowed_hosts=hosts or None, allowed_origins=origins or None, auth=auth,
+                            no_auth=args.no_auth, environ=env, json_response=not args.sse, **access)
     where = f"[{args.host}]" if ":" in args.host else args.host
     print(f"{prog}: serving {listed} tool(s) at http://{where}:{port}{args.path} "
-          f"(auth: {'bearer token' if tokens else 'none'})", file=sys.stderr)
+          f"(auth: {auth.describe()})", file=sys.stderr)
     anyio.run(lambda: _serve_uvicorn(app, args.host, port, args.log_level))
 
 

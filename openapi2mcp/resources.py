@@ -43,6 +43,9 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from openapi2mcp import retry
+from openapi2mcp.access import Caller
+from openapi2mcp.audit import AuditError, Auditor, AuditRecord
 from openapi2mcp.errors import ErrorCode, ToolError, ToolFailure, did_you_mean
 from openapi2mcp.manifest import Manifest, PromptSpec, ResourceSpec, ToolSpec
 from openapi2mcp.result import REQUESTS_KEY, TRACE_KEY
@@ -163,6 +166,8 @@ class Catalog:
         self._listed_templates = [types.ResourceTemplate.model_validate(r.spec.definition()) for r in templated]
         self._listed_prompts = [types.Prompt.model_validate(p.definition()) for p in self._prompts.values()]
         self._cursor_tag = (manifest.content_hash or "unsealed")[-12:]
+        self.auditor = Auditor(None)  # the runtime's audit log: one line per read (audit.py)
+        self.caller_of: Callable[[Any], Caller] | None = None  # the caller of an SDK request (access.py)
 
     @property
     def has_resources(self) -> bool:
@@ -218,10 +223,15 @@ class Catalog:
                 return res, values
         return None
 
-    async def read(self, uri: str, *, protocol_version: str | None = None) -> types.ReadResourceResult:
+    async def read(
+        self, uri: str, *, protocol_version: str | None = None, caller: Caller | None = None
+    ) -> types.ReadResourceResult:
         """Read one resource through the upstream; MCPError (coded for the era) when that fails."""
         trace = uuid.uuid4().hex
-        requests: list[dict[str, Any]] = []
+        who = {"id": caller.id, "transport": caller.transport} if caller else {"id": "unknown"}
+        record = AuditRecord(event="resource_read", trace_id=trace, caller=who,
+                             name=self.upstream.redactor.text(uri)[:300])
+        requests: list[dict[str, Any]] = record.requests
         started = time.monotonic()
         outcome = "ok"
         try:
@@ -243,6 +253,12 @@ class Catalog:
         finally:
             log.info("resource=%s traceId=%s outcome=%s requests=%d ms=%d", self.upstream.redactor.text(uri)[:300],
                      trace, outcome, len(requests), int((time.monotonic() - started) * 1000))
+            try:  # fail closed: no content is returned that the audit log does not show
+                self.auditor.result(record, "ok" if outcome == "ok" else "error", None if outcome == "ok" else outcome)
+            except AuditError as e:
+                log.error("resource %s traceId %s: %s", uri, trace, e)
+                raise MCPError(code=types.INTERNAL_ERROR, message=f"the audit log cannot be written; traceId {trace}",
+                               data={"uri": uri, "code": ErrorCode.AUDIT_FAILED, "traceId": trace}) from None
         meta: dict[str, Any] = {TRACE_KEY: trace}
         if requests:
             meta[REQUESTS_KEY] = requests
@@ -260,7 +276,12 @@ class Catalog:
         total = self.manifest.upstream.timeout.total
         try:
             with anyio.fail_after(total):
-                resp = await self.upstream.send(operation, arguments, _no_expressions)
+                plan = retry.plan("GET", keyed=False, tool=None, upstream=self.manifest.upstream.retries)
+                resp = await retry.send(
+                    lambda: self.upstream.send(operation, arguments, _no_expressions), plan,
+                    on_retry=lambda e: requests.append({"operation": operation.id, "method": "GET", **e,
+                                                        "retried": True}),
+                )
                 requests.append(resp.provenance())
                 if not resp.ok:
                     raise self.upstream.failure(resp, operation, {})
@@ -357,7 +378,8 @@ class Catalog:
     # ------------------------------------------------------------------ prompts/get
 
     async def get_prompt(
-        self, name: str, arguments: Mapping[str, str] | None, *, protocol_version: str | None = None
+        self, name: str, arguments: Mapping[str, str] | None, *, protocol_version: str | None = None,
+        caller: Caller | None = None,
     ) -> types.GetPromptResult:
         prompt = self._prompts.get(name)
         if prompt is None:
@@ -391,7 +413,7 @@ class Catalog:
                 messages.append(types.PromptMessage(role=m.role, content=link))
                 continue
             try:
-                read = await self.read(uri, protocol_version=protocol_version)
+                read = await self.read(uri, protocol_version=protocol_version, caller=caller)
             except MCPError as e:
                 code = types.INVALID_PARAMS if e.code in (RESOURCE_NOT_FOUND, types.INVALID_PARAMS) else e.code
                 raise MCPError(code=code, message=f"prompt {name}: {e.message}", data=e.data) from None
@@ -430,11 +452,13 @@ class Catalog:
         return self.list_prompts(params.cursor if params else None)
 
     async def _on_read(self, ctx: Any, params: types.ReadResourceRequestParams) -> Any:
-        return await self.read(params.uri, protocol_version=getattr(ctx, "protocol_version", None))
+        return await self.read(params.uri, protocol_version=getattr(ctx, "protocol_version", None),
+                               caller=self.caller_of(ctx) if self.caller_of else None)
 
     async def _on_get_prompt(self, ctx: Any, params: types.GetPromptRequestParams) -> Any:
         return await self.get_prompt(params.name, params.arguments,
-                                     protocol_version=getattr(ctx, "protocol_version", None))
+                                     protocol_version=getattr(ctx, "protocol_version", None),
+                                     caller=self.caller_of(ctx) if self.caller_of else None)
 
 
 Handler = Callable[[Any, Any], Any]

@@ -22,6 +22,13 @@ Policies worth knowing:
   exception text reaches a client: internal failures are logged (redacted) with the traceId.
 * Top-level `default`s of the input schema are sent when an argument is omitted (after branch
   selection, so defaults never make a `presence` branch match).
+* The safety contract (docs/safety.md) runs after the arguments are checked and before anything
+  is sent: a dry run (`dryRun: true`) previews; a real call of a `dry_run: required` branch needs
+  its dry-run token, then the user's confirmation when the branch needs one (policy.py: elicitation
+  on 2025-11-25, an input-required result on 2026-07-28, `--auto-approve`, else
+  CONFIRMATION_REQUIRED). Idempotent branches send a derived Idempotency-Key; idempotent requests
+  are retried (retry.py). With an audit log every call writes one line before it answers, and a
+  write is not sent when its attempt line cannot be written (audit.py).
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import base64
 import binascii
 import contextlib
 import copy
+import hashlib
 import json
 import logging
 import os
@@ -38,8 +46,9 @@ import sys
 import time
 import traceback
 import uuid
-from collections.abc import AsyncIterator, Mapping
-from typing import Any, Final
+from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import jmespath.exceptions
@@ -56,10 +65,40 @@ from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
 from openapi2mcp import result as results
-from openapi2mcp.access import Caller, caller_from_context
-from openapi2mcp.errors import ErrorCode, ToolFailure, did_you_mean
-from openapi2mcp.manifest import Branch, Manifest, OperationSpec, ToolSpec
+from openapi2mcp import retry
+from openapi2mcp.access import (
+    Caller,
+    caller_from_context,
+    inbound_headers,
+    local_caller,
+    needs_step_up,
+    step_up_scope,
+    visible,
+)
+from openapi2mcp.audit import AUDIT_LOG_VAR, AuditError, AuditLog, Auditor, AuditRecord, redact_arguments
+from openapi2mcp.errors import ErrorCode, ToolError, ToolFailure, did_you_mean
+from openapi2mcp.limits import RateLimiter
+from openapi2mcp.manifest import (
+    DRY_RUN_ARG,
+    DRY_RUN_INTERNAL_ARG,
+    DRY_RUN_TOKEN_ARG,
+    Branch,
+    Manifest,
+    OperationSpec,
+    RateLimitSpec,
+    ResponseSpec,
+    ToolSpec,
+)
 from openapi2mcp.paginate import Paginator
+from openapi2mcp.policy import (
+    AUTO_APPROVE_VAR,
+    Asker,
+    InputRequired,
+    Policy,
+    describe_request,
+    needs_confirmation,
+    parse_auto_approve,
+)
 from openapi2mcp.resources import Catalog
 from openapi2mcp.shape import (
     Shaped,
@@ -72,7 +111,18 @@ from openapi2mcp.shape import (
     truthy,
 )
 from openapi2mcp.signing import SIGNING_KEY_VAR, Signer, SigningKeyError
-from openapi2mcp.upstream import ConfigError, Payload, Upstream, UpstreamResponse, decode
+from openapi2mcp.upstream import (
+    FORWARDED_HEADERS,
+    ConfigError,
+    Evaluate,
+    Payload,
+    Upstream,
+    UpstreamResponse,
+    decode,
+)
+
+if TYPE_CHECKING:
+    from openapi2mcp.auth import AuthConfig
 
 __all__ = ["ConfigError", "Runtime", "configure_logging", "http_app", "serve_http", "serve_stdio"]
 
@@ -248,6 +298,30 @@ def choose_branch(tool: _Tool, arguments: Mapping[str, Any]) -> Branch:
 # ============================================================================ the runtime
 
 
+_DENIALS: Final = frozenset({
+    ErrorCode.CONFIRMATION_REQUIRED, ErrorCode.DRY_RUN_REQUIRED, ErrorCode.PERMISSION_DENIED,
+})
+
+
+@dataclass
+class _Plan:
+    """One admitted call: who, which branch, the headers it sends (idempotency key), dry run or not."""
+
+    tool: ToolSpec
+    branch: Branch
+    caller: Caller
+    record: AuditRecord
+    headers: dict[str, str]
+    dry_run: bool
+
+
+def _audit_failed(trace: str, *, sent: bool) -> ToolError:
+    what = ("the request was sent, but its outcome cannot be recorded: check before repeating it" if sent
+            else "the write was not sent")
+    return ToolError(code=ErrorCode.AUDIT_FAILED, message=f"the audit log cannot be written; {what}",
+                     traceId=trace)
+
+
 class Runtime:
     """One per Manifest: owns the upstream client and the compiled validators."""
 
@@ -261,6 +335,10 @@ class Runtime:
         max_binary_bytes: int = DEFAULT_MAX_BINARY_BYTES,
         signer: Signer | None = None,
         check_schemas: bool = False,
+        local: Caller | None = None,
+        rate_limit: RateLimitSpec | None = None,
+        auto_approve: str | Iterable[str] | None = None,
+        audit_log: AuditLog | str | None = None,
     ) -> None:
         if page_size < 1:
             raise ConfigError("page_size must be at least 1")
@@ -287,7 +365,40 @@ class Runtime:
             )
         self._listed = [t.definition for t in self._tools.values()]
         self._cursor_tag = (manifest.content_hash or "unsealed")[-12:]
+        # access (access.py, limits.py): the caller without a token, the per-scope-set lists, the buckets
+        self.local = local or local_caller("memory")
+        self._views: dict[tuple[bool, frozenset[str]], tuple[list[types.Tool], str]] = {}
+        self.limiter = RateLimiter(rate_limit or manifest.upstream.rate_limit,
+                                   {t.name: t.rate_limit for t in manifest.tools if t.rate_limit})
         self.catalog = Catalog(manifest, self.upstream, page_size=page_size, max_binary_bytes=max_binary_bytes)
+        self._init_safety(env, auto_approve, audit_log)
+
+    def _init_safety(self, env: Mapping[str, str], auto_approve: str | Iterable[str] | None,
+                     audit_log: AuditLog | str | None) -> None:
+        """Confirmation, dry run, idempotency (policy.py) and the audit log (audit.py); flags win over env."""
+        try:
+            approved = parse_auto_approve(auto_approve if auto_approve is not None else env.get(AUTO_APPROVE_VAR))
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        self.policy = Policy(self.signer, approved, redactor=self.upstream.redactor)
+        target = audit_log if audit_log is not None else (env.get(AUDIT_LOG_VAR) or None)
+        try:
+            log_target = AuditLog(target) if isinstance(target, str) else target
+        except AuditError as e:
+            raise ConfigError(f"{e} (--audit-log / {AUDIT_LOG_VAR})") from None
+        self.auditor = Auditor(log_target)
+        self.catalog.auditor = self.auditor
+        self.catalog.caller_of = lambda ctx: caller_from_context(ctx, self.local)
+        if approved:
+            log.warning("auto-approving the confirmation of %s-risk calls (--auto-approve); each is audited",
+                        " and ".join(sorted(approved)))
+        signed = [b for t in self._tools.values() for b in t.branches
+                  if b.idempotency is not None or (b.dry_run is not None and b.dry_run.mode == "required")]
+        if self.signer.generated and signed:
+            log.warning(
+                "idempotency keys and dry-run tokens use a key generated at start-up: after a restart, or on another "
+                "replica, a retried create is a new object and a dry run must be repeated; set %s", SIGNING_KEY_VAR,
+            )
 
     # ------------------------------------------------------------------ tools/list
 
@@ -299,23 +410,40 @@ class Runtime:
         tool = self._tools.get(name)
         return tool.spec.input_schema if tool else None
 
-    def list_tools(self, cursor: str | None = None) -> types.ListToolsResult:
-        offset = self._offset(cursor)
+    def list_tools(self, cursor: str | None = None, caller: Caller | None = None) -> types.ListToolsResult:
+        """One page of the tools the caller may use; a cursor is valid for callers with the same view."""
+        listed, tag = self._view(caller or self.local)
+        offset = self._offset(cursor, len(listed), tag)
         end = offset + self.page_size
-        nxt = self._cursor(end) if end < len(self._listed) else None
-        return types.ListToolsResult(tools=self._listed[offset:end], next_cursor=nxt)
+        nxt = self._cursor(end, tag) if end < len(listed) else None
+        return types.ListToolsResult(tools=listed[offset:end], next_cursor=nxt)
 
-    def _cursor(self, offset: int) -> str:
-        raw = json.dumps({"o": offset, "m": self._cursor_tag}, separators=(",", ":")).encode()
+    def _view(self, caller: Caller) -> tuple[list[types.Tool], str]:
+        """The tools a caller's scopes allow, and the cursor tag of that list (cached per scope set)."""
+        key = (caller.all_scopes, caller.scopes)
+        view = self._views.get(key)
+        if view is None:
+            listed = [t.definition for t in self._tools.values() if visible(t.spec, caller)]
+            tag = self._cursor_tag
+            if len(listed) != len(self._listed):
+                names = "\0".join(t.name for t in listed)
+                tag = hashlib.sha256(f"{self._cursor_tag}\0{names}".encode()).hexdigest()[:12]
+            if len(self._views) >= 256:
+                self._views.clear()
+            view = self._views[key] = (listed, tag)
+        return view
+
+    def _cursor(self, offset: int, tag: str) -> str:
+        raw = json.dumps({"o": offset, "m": tag}, separators=(",", ":")).encode()
         return base64.urlsafe_b64encode(raw).decode("ascii")
 
-    def _offset(self, cursor: str | None) -> int:
+    def _offset(self, cursor: str | None, size: int, tag: str) -> int:
         if cursor is None:
             return 0
         try:
             data = json.loads(base64.urlsafe_b64decode(cursor.encode("ascii")))
             offset = data["o"]
-            valid = isinstance(offset, int) and 0 <= offset < len(self._listed) and data["m"] == self._cursor_tag
+            valid = isinstance(offset, int) and 0 <= offset < size and data["m"] == tag
         except (ValueError, KeyError, TypeError, binascii.Error, UnicodeError):
             valid = False
         if not valid:
@@ -331,17 +459,41 @@ class Runtime:
         *,
         trace_id: str | None = None,
         caller: Caller | None = None,
+        asker: Asker | None = None,
     ) -> types.CallToolResult:
-        """Run one tool call. Unknown (or forbidden) tools raise MCPError(-32602); all else is a result."""
+        """Run one tool call. Unknown (or forbidden) tools raise MCPError(-32602); all else is a result.
+
+        A tool the caller lacks the permissions for is exactly an unknown tool (access.py).
+        `asker` says how to reach the user for a confirmation (policy.Asker; None: no way, so a
+        call that needs one gets CONFIRMATION_REQUIRED). On 2026-07-28 the answer may be an
+        input-required result: then `policy.InputRequired` is raised and the MCP handler returns it.
+        With an audit log, every call writes its line before it returns or raises (audit.py).
+        """
         tool = self._tools.get(name)
-        if tool is None:
-            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {name}")
+        caller = caller or self.local
         trace = trace_id or uuid.uuid4().hex
-        requests: list[dict[str, Any]] = []
+        record = self._audit_record(name, tool, arguments, caller, trace)
+        if tool is None or not visible(tool.spec, caller):
+            self._audit_denial(record, "UNKNOWN_TOOL")
+            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {name}")
+        requests: list[dict[str, Any]] = record.requests
         started = time.monotonic()
         outcome = "ok"
         try:
-            out = await self._run(tool, dict(arguments or {}), trace, requests)
+            self._admit(tool, caller)
+            out = await self._run(tool, dict(arguments or {}), trace, requests, caller=caller, asker=asker,
+                                  record=record)
+        except InputRequired:
+            self._audit_denial(record, None, "input_required")
+            raise
+        except MCPError as e:  # a refused request state (policy.invalid_state)
+            invalid = isinstance(e.error.data, dict) and e.error.data.get("reason") == "invalid_request_state"
+            self._audit_denial(record, "REQUEST_STATE_INVALID" if invalid else f"JSONRPC_{e.code}")
+            raise
+        except AuditError as e:  # the attempt line could not be written: the write was not sent
+            log.error("tool %s traceId %s: %s; the call is refused", name, trace, e)
+            outcome = ErrorCode.AUDIT_FAILED
+            out = results.failure(_audit_failed(trace, sent=False), results.meta(trace, requests))
         except ToolFailure as failure:
             error = failure.error.model_copy(
                 update={"trace_id": trace, "message": self.upstream.redactor.text(failure.error.message)}
@@ -365,10 +517,58 @@ class Runtime:
             len(requests),
             int((time.monotonic() - started) * 1000),
         )
-        return out
+        return self._audit_result(record, out, outcome)
+
+    def _admit(self, tool: _Tool, caller: Caller) -> None:
+        """Step-up scope and rate limits, before anything else: a refused call sends nothing upstream."""
+        needed = needs_step_up(tool.spec, caller)
+        if needed:  # HTTP answers 403 before the call gets here (auth.AuthGate); stdio and in-memory land here
+            raise ToolFailure.of(
+                ErrorCode.PERMISSION_DENIED,
+                f"{tool.spec.name} needs step-up authorization: the scope {needed[-1]}, which this caller lacks",
+            )
+        refusal = self.limiter.admit(tool.spec.name, caller.id)
+        if refusal is not None:
+            raise ToolFailure.of(ErrorCode.RATE_LIMITED, refusal.message(), retryable=True,
+                                 retry_after=refusal.retry_after)
+
+    def step_up_challenge(self, name: str, caller: Caller, arguments: Any = None) -> list[str]:
+        """For the HTTP auth gate: the scopes to ask for before this caller may call `name` ([]: none).
+
+        Tools the caller may not see give [] so that the call is answered as an unknown tool. A
+        refusal (the gate's HTTP 403) never reaches `call`, so its audit line is written here.
+        """
+        tool = self._tools.get(name)
+        if tool is None or not visible(tool.spec, caller):
+            return []
+        needed = needs_step_up(tool.spec, caller)
+        if needed:
+            args = arguments if isinstance(arguments, dict) else None
+            record = self._audit_record(name, tool, args, caller, uuid.uuid4().hex)
+            with contextlib.suppress(MCPError):  # refused either way; an audit failure is logged
+                self._audit_denial(record, ErrorCode.PERMISSION_DENIED)
+        return needed
+
+    def scopes_supported(self) -> list[str]:
+        """Every scope the tools use (permissions and step-up scopes), for the protected-resource metadata."""
+        found: set[str] = set()
+        for tool in self._tools.values():
+            found.update(tool.spec.permissions)
+            extra = step_up_scope(tool.spec)
+            if extra:
+                found.add(extra)
+        return sorted(found)
 
     async def _run(
-        self, tool: _Tool, arguments: dict[str, Any], trace: str, requests: list[dict[str, Any]]
+        self,
+        tool: _Tool,
+        arguments: dict[str, Any],
+        trace: str,
+        requests: list[dict[str, Any]],
+        *,
+        caller: Caller,
+        asker: Asker | None,
+        record: AuditRecord,
     ) -> types.CallToolResult:
         if log.isEnabledFor(logging.DEBUG):
             shown = {k: "***" if k in tool.spec.sensitive else v for k, v in arguments.items()}
@@ -381,12 +581,15 @@ class Runtime:
         check_arguments(tool.arguments, arguments)
         branch = choose_branch(tool, arguments)
         arguments = _with_defaults(tool.spec.input_schema, arguments)
+        plan = await self._gate(tool, branch, arguments, caller, asker, record)  # before the deadline starts
         try:
             with anyio.fail_after(self.manifest.upstream.timeout.total):
+                if plan.dry_run:
+                    return await self._dry_run(tool, branch, arguments, plan, results.meta(trace, requests))
                 if branch.key in tool.pagers:
-                    shaped = await self._run_pages(tool, branch, arguments, requests)
+                    shaped = await self._run_pages(tool, branch, arguments, requests, plan)
                     return self._paged_result(tool, shaped, results.meta(trace, requests))
-                payload, last = await self._run_steps(tool, branch, arguments, requests)
+                payload, last = await self._run_steps(tool, branch, arguments, requests, plan)
         except TimeoutError:
             raise ToolFailure.of(
                 ErrorCode.UPSTREAM_TIMEOUT,
@@ -397,7 +600,7 @@ class Runtime:
         return self._result(tool, branch, payload, last, results.meta(trace, requests))
 
     async def _run_pages(
-        self, tool: _Tool, branch: Branch, arguments: dict[str, Any], requests: list[dict[str, Any]]
+        self, tool: _Tool, branch: Branch, arguments: dict[str, Any], requests: list[dict[str, Any]], plan: _Plan
     ) -> Shaped:
         """A paginated branch: collect up to `limit` items from the cursor's position, sign the next one."""
         pager = tool.pagers[branch.key]
@@ -410,7 +613,7 @@ class Runtime:
         failure_modes = tool.spec.failure_modes
 
         async def send(op: OperationSpec) -> tuple[Mapping[str, str], Any, str]:
-            resp = await self.upstream.send(op, arguments, lambda e: None)
+            resp = await self._send(plan, op, arguments, lambda e: None)
             requests.append(resp.provenance())
             if not resp.ok:
                 raise self.upstream.failure(resp, op, failure_modes)
@@ -435,7 +638,7 @@ class Runtime:
         return tool.shaper_of(branch).page(items, got.total, cursor_at)
 
     async def _run_steps(
-        self, tool: _Tool, branch: Branch, arguments: dict[str, Any], requests: list[dict[str, Any]]
+        self, tool: _Tool, branch: Branch, arguments: dict[str, Any], requests: list[dict[str, Any]], plan: _Plan
     ) -> tuple[Payload, UpstreamResponse | None]:
         context: dict[str, Any] = {"inputs": arguments, "steps": {}}
         multi = len(branch.steps) > 1
@@ -445,7 +648,8 @@ class Runtime:
             if step.when and not truthy(search(step.when, context)):
                 continue
             try:
-                resp = await self.upstream.send(step.operation, arguments, lambda e: search(e, context))
+                resp = await self._send(plan, step.operation, arguments, lambda e: search(e, context),
+                                        step.id if multi else None)
                 requests.append(resp.provenance(step.id if multi else None))
                 if not resp.ok:
                     raise self.upstream.failure(resp, step.operation, tool.spec.failure_modes)
@@ -461,6 +665,165 @@ class Runtime:
         if payload is None:
             raise _invalid("nothing to do: no step of this tool applies to these arguments")
         return payload, last
+
+    # ------------------------------------------------------------------ safety (policy.py, audit.py, retry.py)
+
+    async def _gate(
+        self, tool: _Tool, branch: Branch, arguments: dict[str, Any], caller: Caller, asker: Asker | None,
+        record: AuditRecord,
+    ) -> _Plan:
+        """Dry run or real call; a real one needs its dry-run token and the confirmation first (policy.py)."""
+        spec = tool.spec
+        record.branch, record.risk = branch.key, branch.risk
+        dry = branch.dry_run is not None and arguments.get(DRY_RUN_ARG) is True
+        record.dry_run = dry
+        headers: dict[str, str] = {}
+        if branch.idempotency is not None:
+            key = self.policy.idempotency_key(spec, branch, arguments, caller)
+            headers[branch.idempotency.header] = record.idempotency_key = key
+        if dry:
+            record.confirmation = "not_required"  # a dry run changes nothing; the real call is confirmed
+        else:
+            if branch.dry_run is not None and branch.dry_run.mode == "required":
+                self.policy.check_dry_run(spec, branch, arguments, caller)
+            await self.policy.confirm(spec, branch, arguments, caller, asker, record)
+        return _Plan(tool=spec, branch=branch, caller=caller, record=record, headers=headers, dry_run=dry)
+
+    async def _send(
+        self, plan: _Plan, op: OperationSpec, arguments: Mapping[str, Any], evaluate: Evaluate, step: str | None = None
+    ) -> UpstreamResponse:
+        """One upstream request: the audit attempt line before a write, the idempotency key, retries."""
+        if op.method.upper() not in retry.SAFE_METHODS and not plan.dry_run:
+            self.auditor.attempt(plan.record)  # AuditError: not sent
+        spec = retry.plan(op.method, keyed=bool(plan.headers), tool=plan.tool.retries,
+                          upstream=self.manifest.upstream.retries)
+
+        def retried(entry: dict[str, Any]) -> None:
+            shown = {"operation": op.id, "method": op.method.upper(), **entry, "retried": True}
+            plan.record.requests.append({**shown, "step": step} if step else shown)
+
+        return await retry.send(lambda: self.upstream.send(op, arguments, evaluate, headers=plan.headers), spec,
+                                on_retry=retried)
+
+    async def _dry_run(
+        self, tool: _Tool, branch: Branch, arguments: dict[str, Any], plan: _Plan, meta: dict[str, Any]
+    ) -> types.CallToolResult:
+        """The exact request(s) a real call sends, its side effects, and the upstream's own preview.
+
+        Nothing with a side effect is sent: read-only steps of a chain run (later steps need their
+        results), write steps are only shown; a native preview (`DryRunSpec.native`) is one upstream
+        call with the preview switch set, and its answer is `preview`.
+        """
+        spec, dry = tool.spec, branch.dry_run
+        assert dry is not None
+        real = {k: v for k, v in arguments.items() if k not in (DRY_RUN_ARG, DRY_RUN_TOKEN_ARG, DRY_RUN_INTERNAL_ARG)}
+        context: dict[str, Any] = {"inputs": real, "steps": {}}
+        multi = len(branch.steps) > 1
+        shown: list[dict[str, Any]] = []
+        preview: Any = None
+        blind: str | None = None  # a write step that was not sent: later steps may depend on its result
+        for step in branch.steps:
+            if step.when and blind is None and not truthy(search(step.when, context)):
+                continue
+            op = step.operation
+
+            def evaluate(expr: str) -> Any:
+                return search(expr, context)
+
+            try:
+                try:
+                    prepared = self.upstream.preview(op, real, evaluate, headers=plan.headers)
+                except ToolFailure:
+                    if blind is None:
+                        raise
+                    shown.append({"step": step.id, "operation": op.id, "method": op.method, "url": op.path,
+                                  "note": f"depends on the result of step {blind}, which a dry run does not send"})
+                    continue
+                entry = {"operation": op.id, **describe_request(prepared, self.upstream.redactor, spec.sensitive)}
+                shown.append({"step": step.id, **entry} if multi else entry)
+                if dry.native:  # the upstream's own preview: the same request with its switch set
+                    resp = await self._send(plan, op, {**real, DRY_RUN_INTERNAL_ARG: dry.value}, evaluate)
+                    plan.record.requests.append(resp.provenance())
+                    if not resp.ok:
+                        raise self.upstream.failure(resp, op, spec.failure_modes)
+                    payload = decode(resp)
+                    if payload.kind == "json":
+                        preview = self.upstream.redactor.value(payload.value)
+                    elif payload.kind == "text":
+                        preview = self.upstream.redactor.text(payload.value)
+                elif op.method.upper() in retry.SAFE_METHODS and multi:  # a read a later step needs: run it
+                    resp = await self._send(plan, op, real, evaluate, step.id)
+                    plan.record.requests.append(resp.provenance(step.id))
+                    if not resp.ok:
+                        raise self.upstream.failure(resp, op, spec.failure_modes)
+                    context["steps"][step.id] = _step_value(decode(resp), resp.status)
+                else:
+                    blind = blind or step.id
+                    context["steps"][step.id] = None
+            except ToolFailure as failure:
+                if multi:
+                    failure.error.step = step.id
+                raise
+        if not needs_confirmation(branch):
+            confirmation = "not needed"
+        elif branch.risk in self.policy.auto_approve:
+            confirmation = f"auto-approved on this server (--auto-approve {branch.risk})"
+        else:
+            confirmation = "the real call asks the user to confirm first"
+        structured: dict[str, Any] = {
+            "dryRun": True, "requests": shown, "sideEffects": list(branch.side_effects or spec.side_effects),
+            "confirmation": confirmation,
+        }
+        if preview is not None:
+            structured["preview"] = preview
+        if dry.mode == "required":
+            structured["dryRunToken"], structured["expiresAt"] = self.policy.dry_run_token(
+                spec, branch, arguments, plan.caller)
+        shaped = Shaper(ResponseSpec(max_bytes=max(spec.response.max_bytes, 16_000)), None).json(structured)
+        return results.success(shaped, meta)
+
+    def _audit_record(
+        self, name: str, tool: _Tool | None, arguments: Mapping[str, Any] | None, caller: Caller, trace: str
+    ) -> AuditRecord:
+        spec = tool.spec if tool is not None else None
+        shown = name if len(name) <= 200 else name[:200] + "…"
+        args = redact_arguments(dict(arguments or {}), spec.sensitive if spec else (), self.upstream.redactor.text) \
+            if self.auditor.enabled else {}
+        return AuditRecord(event="tool_call", trace_id=trace, caller={"id": caller.id, "transport": caller.transport},
+                           name=shown, arguments=args, risk=spec.risk if spec else None,
+                           audit_event=spec.audit_event if spec else None)
+
+    def _audit_denial(self, record: AuditRecord, code: str | None, outcome: str = "denied") -> None:
+        """The line of a call that ends in a protocol answer (unknown tool, input required, bad state)."""
+        try:
+            self.auditor.result(record, outcome, code)
+        except AuditError as e:
+            log.error("traceId %s: %s", record.trace_id, e)
+            raise MCPError(code=types.INTERNAL_ERROR, message=f"the audit log cannot be written; traceId "
+                           f"{record.trace_id}") from None
+
+    def _audit_result(self, record: AuditRecord, out: types.CallToolResult, code: str) -> types.CallToolResult:
+        """Write the call's result line; when that fails the client gets AUDIT_FAILED, not the result."""
+        if not self.auditor.enabled:
+            return out
+        if not out.is_error:
+            outcome, error = ("dry_run" if record.dry_run else "ok"), None
+        else:
+            error = code
+            no_requests = not any("status" in r for r in record.requests)
+            if code == ErrorCode.CONFIRMATION_DECLINED:
+                outcome = "declined"
+            elif code in _DENIALS or (code == ErrorCode.RATE_LIMITED and no_requests):
+                outcome = "denied"
+            else:
+                outcome = "error"
+        try:
+            self.auditor.result(record, outcome, error)
+        except AuditError as e:
+            log.error("tool %s traceId %s: %s; the result is withheld", record.name, record.trace_id, e)
+            sent = any("status" in r for r in record.requests) or record.attempted
+            return results.failure(_audit_failed(record.trace_id, sent=sent), results.meta(record.trace_id, []))
+        return out
 
     def _paged_result(self, tool: _Tool, shaped: Shaped, meta: dict[str, Any]) -> types.CallToolResult:
         links = getattr(self, "catalog", None)
@@ -495,15 +858,26 @@ class Runtime:
 
         async def on_list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
             try:
-                return self.list_tools(params.cursor if params else None)
+                return self.list_tools(params.cursor if params else None, caller_from_context(ctx, self.local))
             except MCPError:
                 raise
             except Exception:
                 log.error("tools/list failed:\n%s", traceback.format_exc())
                 raise MCPError(code=types.INTERNAL_ERROR, message="internal error; see the server log") from None
 
-        async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-            return await self.call(params.name, params.arguments, caller=caller_from_context(ctx))
+        async def on_call_tool(
+            ctx: Any, params: types.CallToolRequestParams
+        ) -> types.CallToolResult | types.InputRequiredResult:
+            caller = caller_from_context(ctx, self.local)
+            # only the overlay's upstream.forward_headers of the inbound request reach the upstream
+            forwarded = FORWARDED_HEADERS.set(inbound_headers(ctx, self.manifest.upstream.forward_headers) or None)
+            try:
+                return await self.call(params.name, params.arguments, caller=caller,
+                                       asker=Asker.from_context(ctx, params))
+            except InputRequired as needed:  # 2026-07-28: the client asks the user and calls again
+                return needed.result
+            finally:
+                FORWARDED_HEADERS.reset(forwarded)
 
         server = self.manifest.server
         mcp_server = Server(
@@ -523,6 +897,7 @@ class Runtime:
 
     async def aclose(self) -> None:
         await self.upstream.aclose()
+        self.auditor.close()
 
 
 def _step_value(payload: Payload, status: int) -> Any:
@@ -591,15 +966,24 @@ def http_app(
     runtime: Runtime | None = None,
     port: int | None = None,
     log_level: str | int | None = None,
+    auth: AuthConfig | None = None,
+    no_auth: bool = False,
     **opts: Any,
 ) -> Starlette:
     """A Starlette app: the MCP endpoint at `path` plus `GET /healthz`; closes the client on shutdown.
 
-    Takes the options of `serve_http` (`port` is unused here); the rest go to `Runtime`.
+    Takes the options of `serve_http` (`port` is unused here); the rest go to `Runtime`. `auth`
+    (auth.auth_config) protects everything but /healthz and the protected-resource metadata; a
+    non-loopback `host` without it needs `no_auth=True`.
     """
+    from openapi2mcp import auth as access_auth  # the HTTP transport's auth; stdio never loads it
+
     if log_level is not None:
         configure_logging(log_level)
     security = transport_security(host, allowed_hosts, allowed_origins)
+    config = auth or access_auth.AuthConfig()
+    if not config.enabled and host not in _LOOPBACK and host != "" and not no_auth:
+        raise ConfigError(access_auth.needs_auth_message(host))
     runtime = runtime or Runtime(manifest, **opts)
     server = runtime.build_server()
     mcp_app = server.streamable_http_app(
@@ -621,10 +1005,14 @@ def http_app(
         finally:
             await runtime.aclose()
 
-    return Starlette(
-        routes=[Route("/healthz", healthz, methods=["GET"]), Mount("/", app=mcp_app)],
-        lifespan=lifespan,
-    )
+    routes: list[Route | Mount] = [Route("/healthz", healthz, methods=["GET"])]
+    middleware = []
+    if config.enabled:
+        routes += access_auth.metadata_routes(config, path, scopes_supported=runtime.scopes_supported(),
+                                              resource_name=manifest.server.title or manifest.server.name)
+        middleware = access_auth.middleware(config, mcp_path=path, challenge=runtime.step_up_challenge)
+    routes.append(Mount("/", app=mcp_app))
+    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
 
 
 async def serve_http(

@@ -1,6 +1,7 @@
 """Signed, expiring tokens: what the server hands a model and must get back unchanged.
 
-Pagination cursors use it now; dry-run tokens and confirmations will too. A token is
+Pagination cursors, dry-run tokens and confirmation request states use it (policy.py), and
+`keyed_digest` derives idempotency keys. A token is
 
     base64url(JSON payload) "." base64url(HMAC-SHA256(subkey(purpose), payload))
 
@@ -88,6 +89,11 @@ class Signer:
             key = hmac.new(self._key, f"openapi2mcp/{purpose}".encode(), hashlib.sha256).digest()
             self._subkeys[purpose] = key
         return key
+
+    def keyed_digest(self, purpose: str, value: Any) -> str:
+        """HMAC-SHA256 (hex) of a JSON value: stable across replicas sharing the key, unguessable without it."""
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+        return hmac.new(self._subkey(purpose), text.encode(), hashlib.sha256).hexdigest()
 
     def sign(self, purpose: str, data: Mapping[str, Any], *, ttl: float) -> str:
         """A token for `data` that `verify(purpose, ...)` accepts for `ttl` seconds."""

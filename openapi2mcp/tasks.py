@@ -50,6 +50,7 @@ from openapi2mcp.compile import (
     unknown_operation,
     wrap_output,
 )
+from openapi2mcp.contract import Extra, adjust_use, finish_tool
 from openapi2mcp.errors import InputError, Problem, did_you_mean
 from openapi2mcp.manifest import (
     RISK_ORDER,
@@ -549,11 +550,13 @@ def _action_tool(ctx: _Context, tdef: ToolDef, overlay: ToolOverlay, doc: Overla
     assert tdef.actions is not None
     branches: list[_BranchUse] = []
     problems: list[Problem] = []
+    extras: dict[str, Extra] = {}
     for name, adef in tdef.actions.items():
         where = (*at, "actions", name)
         try:
             use = compile_use(ctx, adef.operation, adef.params, adef.risk,
                               response_def_of(adef.response or tdef.response, overlay), adef.pagination, doc, where)
+            use, extras[name] = adjust_use(ctx, use, tdef, adef, doc, where)
         except InputError as e:
             problems.extend(e.problems)
             continue
@@ -593,7 +596,8 @@ def _action_tool(ctx: _Context, tdef: ToolDef, overlay: ToolOverlay, doc: Overla
     description = intro.rstrip() + f"\nSet `{ACTION_ARG}` to one of:\n" + "\n".join(lines)
     if required_all:
         description += f"\nEvery action needs {', '.join(required_all)}."
-    return _finish_multi(tdef, doc, at, branches, specs, input_schema, description, "action")
+    return finish_tool(_finish_multi(tdef, doc, at, branches, specs, input_schema, description, "action"), tdef,
+                       extras, doc, at)
 
 
 def _branch_spec(b: _BranchUse, *, requires: list[str], accepts: list[str], when: list[str] | None = None) -> Branch:
@@ -636,15 +640,18 @@ def _variant_tool(ctx: _Context, tdef: ToolDef, overlay: ToolOverlay, doc: Overl
             hint="variants are tried in order; put the fallback last",
         ))
     seen_keys: set[str] = set()
+    extras: dict[str, Extra] = {}
     for i, vdef in enumerate(tdef.variants):
         where = (*at, "variants", i)
         try:
             use = compile_use(ctx, vdef.operation, vdef.params, vdef.risk,
                               response_def_of(vdef.response or tdef.response, overlay), vdef.pagination, doc, where)
+            use, extra = adjust_use(ctx, use, tdef, vdef, doc, where)
         except InputError as e:
             problems.extend(e.problems)
             continue
         key = vdef.name or use.op.id
+        extras[key] = extra
         if key in seen_keys:
             problems.append(doc.problem((*where, "name"), f"two variants are called {key!r}",
                                         hint="give them distinct `name`s"))
@@ -697,7 +704,8 @@ def _variant_tool(ctx: _Context, tdef: ToolDef, overlay: ToolOverlay, doc: Overl
         lines.append(line)
     intro = tdef.description or "Several operations in one tool."
     description = intro.rstrip() + "\nWhat runs depends on the arguments given (first match):\n" + "\n".join(lines)
-    return _finish_multi(tdef, doc, at, branches, specs, input_schema, description, "presence")
+    return finish_tool(_finish_multi(tdef, doc, at, branches, specs, input_schema, description, "presence"), tdef,
+                       extras, doc, at)
 
 
 # ============================================================================ chains (Arazzo-shaped)
@@ -845,7 +853,7 @@ def _chain_tool(ctx: _Context, tdef: ToolDef, overlay: ToolOverlay, doc: Overlay
     description += units_line(units, [])
     branch = Branch(key="default", steps=steps, output=output_expr, risk=risk,
                     side_effects=list(tdef.side_effects))
-    return ToolSpec(
+    return finish_tool(ToolSpec(
         name=tdef.name,
         title=tdef.title or _op_title(chain[0].op),
         description=description.strip(),
@@ -863,7 +871,7 @@ def _chain_tool(ctx: _Context, tdef: ToolDef, overlay: ToolOverlay, doc: Overlay
         audit_event=tdef.audit_event,
         sensitive=sorted(n for n in input_schema.get("properties", {}) if re.search(
             r"pass(word)?|secret|token|api[-_]?key|credential", n, re.I)),
-    )
+    ), tdef, {}, doc, at)
 
 
 def _declared_inputs(tdef: ToolDef, doc: OverlayFile, at: KeyPath, problems: list[Problem]) -> dict[str, Any] | None:

@@ -26,6 +26,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
@@ -662,6 +663,23 @@ def decode(resp: UpstreamResponse) -> Payload:
     return Payload("binary", resp.body, mt, resp.body)
 
 
+# ============================================================================ forwarded inbound headers
+
+# The allowlisted headers of the inbound MCP request being served (overlay upstream.forward_headers;
+# set by the runtime around one tool call). They never replace a header the request already has.
+FORWARDED_HEADERS: ContextVar[Mapping[str, str] | None] = ContextVar("openapi2mcp_forwarded_headers", default=None)
+
+
+def add_forwarded(headers: dict[str, str]) -> None:
+    forwarded = FORWARDED_HEADERS.get()
+    if not forwarded:
+        return
+    present = {h.lower() for h in headers}
+    for name, value in forwarded.items():
+        if name.lower() not in present and name.lower() not in _RESERVED_HEADERS:
+            headers[name] = value
+
+
 # ============================================================================ the client
 
 
@@ -693,13 +711,26 @@ class Upstream:
             client, self._client = self._client, None
             await client.aclose()
 
-    async def send(self, op: OperationSpec, inputs: Mapping[str, Any], evaluate: Evaluate) -> UpstreamResponse:
+    def preview(
+        self, op: OperationSpec, inputs: Mapping[str, Any], evaluate: Evaluate, *,
+        headers: Mapping[str, str] | None = None,
+    ) -> Prepared:
+        """The request `send` would make, not sent (dry runs show it; `headers`: e.g. the idempotency key)."""
         if self.settings.missing:
             raise ToolFailure.of(
                 ErrorCode.CONFIGURATION_ERROR,
                 f"the server is not configured to call the upstream: {self.settings.missing}",
             )
         prepared = prepare(self.settings, op, inputs, evaluate)
+        prepared.headers.update(headers or {})
+        add_forwarded(prepared.headers)
+        return prepared
+
+    async def send(
+        self, op: OperationSpec, inputs: Mapping[str, Any], evaluate: Evaluate, *,
+        headers: Mapping[str, str] | None = None,
+    ) -> UpstreamResponse:
+        prepared = self.preview(op, inputs, evaluate, headers=headers)
         client = self.client
         body = prepared.body or EncodedBody()
         request = client.build_request(

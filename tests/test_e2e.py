@@ -574,6 +574,7 @@ def test_the_secret_never_reaches_clients_or_logs(
 def test_stdio_stdout_carries_only_json_rpc(transport: str, notes: McpSession, pet: McpSession) -> None:
     # a success, a tool error and a protocol error, on top of everything this session did before
     ok(notes.call("notes.search", {"keyword": "mcp"}))
+    ok(pet.call("pets.get", {"petId": "1"}))  # each session logs a call even when this test runs alone
     err(notes.call("notes.search", {"keyword": "x"}), "ARGUMENT_INVALID")
     notes.protocol_error("nope")
     for session in (notes, pet):

@@ -372,6 +372,10 @@ async def test_actions_check_their_own_required_arguments(runtime: Runtime, mani
     assert created == {"id": "13", "name": "Tom", "status": "available"}
     sold = ok(await runtime.call("pets.manage", {"action": "update", "petId": "13", "status": "sold"}))
     assert sold["status"] == "sold"
+    # delete is high risk (confirmation per action, docs/safety.md): no way to ask here, so nothing is sent
+    refused = err(await runtime.call("pets.manage", {"action": "delete", "petId": "13"}))
+    assert refused["code"] == "CONFIRMATION_REQUIRED" and up.count("deletePet") == 0
+    runtime.policy.auto_approve = frozenset({"high"})
     assert ok(await runtime.call("pets.manage", {"action": "delete", "petId": "13"})) == {"status": 204}
     tool = manifest.tool("pets.manage")
     assert tool is not None
@@ -465,7 +469,11 @@ def test_units_reach_the_model_in_every_place(manifest: Manifest) -> None:
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_through_the_sdk_client(manifest: Manifest, up: Upstream, mode: str) -> None:
     rt = runtime_for(manifest, up)
-    async with Client(rt.build_server(), mode=mode) as client:  # type: ignore[arg-type]
+
+    async def confirm(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:  # the user says yes
+        return types.ElicitResult(action="accept", content={"confirm": True})
+
+    async with Client(rt.build_server(), mode=mode, elicitation_callback=confirm) as client:  # type: ignore[arg-type]
         listed = {t.name: t for t in (await client.list_tools()).tools}
         assert set(listed) == {"pets.find", "pets.manage", "orders.get_full", "pages.offset", "pages.body_cursor",
                                "pages.header_cursor", "pages.link"}

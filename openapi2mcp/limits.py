@@ -1,0 +1,195 @@
+"""Rate limits: token buckets per server and per tool, optionally per caller.
+
+A call takes one token from every bucket that applies to it: the server's (overlay
+`upstream.rate_limit`, or `serve --rate-limit`) and the tool's own (`rate_limit` on the tool).
+When any of them is empty the call is refused at once, before anything is sent upstream, with
+the time until every bucket has a token again (`RATE_LIMITED`, retryable, `retryAfter`). Tokens
+are taken only when all buckets have one, so a refused call costs nothing.
+
+A bucket of `rate` tokens a second and size `burst` allows `burst` calls at once and `rate`
+calls a second on average. `per_caller: true` gives each caller (the token's subject, or the
+local user) its own bucket instead of one shared by everyone.
+
+Why not a library: `limits` has fixed and sliding windows but no token bucket with a burst, and
+`aiolimiter` is a leaky bucket whose `acquire()` waits for capacity; a server must refuse at
+once and say how long to wait. The bucket below is a few lines of arithmetic on a monotonic
+clock, exact, and tested with a fake clock. Buckets live in the process: replicas limit each
+on its own (N replicas allow N times the rate; divide the rate, or limit at the gateway).
+
+Run-time module: imports only the Manifest types.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from openapi2mcp.manifest import RateLimitSpec
+
+__all__ = ["RateLimiter", "Refusal", "TokenBucket", "describe_rate", "parse_rate", "parse_rate_limit"]
+
+_UNITS: Final = {
+    "s": 1.0, "sec": 1.0, "second": 1.0,
+    "m": 60.0, "min": 60.0, "minute": 60.0,
+    "h": 3600.0, "hour": 3600.0,
+    "d": 86400.0, "day": 86400.0,
+}
+_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:/\s*([a-z]+))?\s*$", re.I)
+MAX_CALLER_BUCKETS: Final = 10_000
+
+
+def parse_rate(text: str | float) -> tuple[float, float]:
+    """`10/s`, `100/min`, `5000/h`, `2/day` or a number (per second) -> (per second, per unit).
+
+    The second value (the count per unit) is the default burst: "100/min" allows 100 calls at
+    once and then 100 a minute.
+    """
+    if isinstance(text, bool):
+        raise ValueError(f"invalid rate {text!r}")
+    if isinstance(text, int | float):
+        count, unit = float(text), 1.0
+    else:
+        m = _RATE.match(text)
+        unit_name = (m.group(2) or "s").lower() if m else ""
+        if unit_name not in _UNITS and unit_name.endswith("s") and len(unit_name) > 2:
+            unit_name = unit_name[:-1]  # plurals: mins, hours, seconds, days
+        if not m or unit_name not in _UNITS:
+            raise ValueError(f"invalid rate {text!r}: write it as N/s, N/min, N/h or N/day (e.g. 10/s)")
+        count, unit = float(m.group(1)), _UNITS[unit_name]
+    if not math.isfinite(count) or count <= 0:
+        raise ValueError(f"invalid rate {text!r}: it must be more than 0")
+    return count / unit, count
+
+
+def parse_rate_limit(text: str) -> RateLimitSpec:
+    """The CLI and overlay shorthand: `RATE[,burst=N][,per_caller]`, e.g. `10/s,burst=20`."""
+    first, *rest = [part.strip() for part in text.split(",")]
+    rate, count = parse_rate(first)
+    burst: int | None = None
+    per_caller = False
+    for part in rest:
+        key, sep, value = part.partition("=")
+        key = key.strip().lower().replace("-", "_")
+        if key == "per_caller" and (not sep or value.strip().lower() in ("1", "true", "yes")):
+            per_caller = True
+        elif key == "burst" and sep and value.strip().isdigit() and int(value) >= 1:
+            burst = int(value)
+        else:
+            raise ValueError(f"invalid rate limit {text!r}: expected RATE[,burst=N][,per_caller], e.g. 10/s,burst=20")
+    return RateLimitSpec(rate=rate, burst=burst or default_burst(count), per_caller=per_caller)
+
+
+def default_burst(count: float) -> int:
+    return max(1, math.ceil(count))
+
+
+def describe_rate(spec: RateLimitSpec) -> str:
+    """10/s, 100/min, ... for messages (the largest unit that gives a whole-ish number)."""
+    units = (("s", 1.0), ("min", 60.0), ("h", 3600.0), ("day", 86400.0))
+    for name, unit in units:
+        per = spec.rate * unit
+        if per >= 1 and abs(per - round(per)) < 1e-6 * per:
+            return f"{round(per)}/{name}"
+    name, unit = next(((n, u) for n, u in units if spec.rate * u >= 1), units[-1])
+    return f"{spec.rate * unit:.3g}/{name}"
+
+
+class TokenBucket:
+    """`burst` tokens at most, refilled continuously at `rate` tokens a second."""
+
+    __slots__ = ("burst", "rate", "stamp", "tokens")
+
+    def __init__(self, rate: float, burst: int, now: float) -> None:
+        self.rate = rate
+        self.burst = float(burst)
+        self.tokens = float(burst)
+        self.stamp = now
+
+    def _refill(self, now: float) -> None:
+        if now > self.stamp:
+            self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+            self.stamp = now
+
+    def wait(self, now: float) -> float:
+        """Seconds until one token is there (0.0: now)."""
+        self._refill(now)
+        return 0.0 if self.tokens >= 1.0 else (1.0 - self.tokens) / self.rate
+
+    def take(self, now: float) -> None:
+        self._refill(now)
+        self.tokens -= 1.0
+
+    def full(self, now: float) -> bool:
+        self._refill(now)
+        return self.tokens >= self.burst
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A call over a limit: which limit (`"server"` or the tool name), and seconds to wait."""
+
+    limit: str
+    spec: RateLimitSpec
+    retry_after: float
+
+    def message(self) -> str:
+        whose = "this server's" if self.limit == "server" else f"{self.limit}'s"
+        shared = "per caller" if self.spec.per_caller else "shared by all callers"
+        return (f"rate limited: {whose} limit is {describe_rate(self.spec)} (burst {self.spec.burst}, {shared}); "
+                f"retry in {self.retry_after:g} s")
+
+
+class RateLimiter:
+    """The buckets of one runtime: the server's and each tool's, shared or per caller."""
+
+    def __init__(
+        self,
+        server: RateLimitSpec | None,
+        tools: Mapping[str, RateLimitSpec],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        max_caller_buckets: int = MAX_CALLER_BUCKETS,
+    ) -> None:
+        self.server = server
+        self.tools = dict(tools)
+        self.clock = clock
+        self.max_caller_buckets = max_caller_buckets
+        self._buckets: dict[tuple[str, str], TokenBucket] = {}
+
+    @property
+    def active(self) -> bool:
+        return self.server is not None or bool(self.tools)
+
+    def _bucket(self, limit: str, spec: RateLimitSpec, caller: str, now: float) -> TokenBucket:
+        key = (limit, caller if spec.per_caller else "")
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            if spec.per_caller and len(self._buckets) >= self.max_caller_buckets:
+                self._prune(now)
+            bucket = self._buckets[key] = TokenBucket(spec.rate, spec.burst, now)
+        return bucket
+
+    def _prune(self, now: float) -> None:
+        """Forget full buckets: a full bucket is the same as a new one."""
+        for key in [k for k, b in self._buckets.items() if b.full(now)]:
+            del self._buckets[key]
+
+    def admit(self, tool: str, caller: str) -> Refusal | None:
+        """Take a token from each bucket of this call, or take none and say how long to wait."""
+        limits = [("server", self.server), (tool, self.tools.get(tool))]
+        now = self.clock()
+        buckets = [(name, spec, self._bucket(name, spec, caller, now)) for name, spec in limits if spec is not None]
+        worst: Refusal | None = None
+        for name, spec, bucket in buckets:
+            wait = bucket.wait(now)
+            if wait > 0 and (worst is None or wait > worst.retry_after):
+                worst = Refusal(name, spec, math.ceil(wait * 1000) / 1000)
+        if worst is not None:
+            return worst
+        for _, _, bucket in buckets:
+            bucket.take(now)
+        return None
