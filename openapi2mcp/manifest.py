@@ -421,7 +421,15 @@ class Manifest(_Model):
     # ------------------------------------------------------------------ serialisation
 
     def payload(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True, exclude={"content_hash"})
+        """What the hash covers and the file holds: the format, the generator and every non-default value.
+
+        Leaving defaults out keeps a Manifest's hash (and file) unchanged when a later version
+        adds a field with a default, so older Manifests still load and verify.
+        """
+        body = self.model_dump(
+            mode="json", by_alias=True, exclude_defaults=True, exclude={"content_hash", "format", "generator"}
+        )
+        return {"format": self.format, "generator": self.generator, **body}
 
     def compute_hash(self) -> str:
         # streamed: the canonical JSON of a big Manifest (GitHub: 60 MB) is never held whole
@@ -435,7 +443,7 @@ class Manifest(_Model):
         return self.model_copy(update={"content_hash": self.compute_hash()})
 
     def to_json(self) -> str:
-        data = self.model_dump(mode="json", by_alias=True)
+        data = {**self.payload(), "content_hash": self.content_hash}
         return json.dumps(data, indent=1, ensure_ascii=False, sort_keys=False) + "\n"
 
     @classmethod

@@ -353,6 +353,16 @@ def test_manifest_is_deterministic_and_hashed() -> None:
         Manifest.from_json(json.dumps(damaged))
 
 
+def test_manifest_hash_ignores_default_values() -> None:
+    """A Manifest spelling out defaults (or missing fields a later version adds) still verifies."""
+    m = compile_example("notes").manifest
+    data = json.loads(m.to_json())
+    assert "links" not in data["tools"][-1]  # defaults are not written
+    data["tools"][-1]["links"] = []  # ... but spelling one out changes nothing
+    data["upstream"]["verify_tls"] = True
+    assert Manifest.from_json(json.dumps(data)).content_hash == m.content_hash
+
+
 def test_manifest_loading_does_not_import_the_compiler() -> None:
     import subprocess
     import sys
