@@ -30,7 +30,9 @@ import jsonschema
 from openapi2mcp import __version__
 from openapi2mcp.errors import InputError, Problem, SpecWarning, did_you_mean
 from openapi2mcp.manifest import (
+    IDEMPOTENT_METHODS,
     RISK_ORDER,
+    SAFE_METHODS,
     AuthSpec,
     BodySpec,
     Branch,
@@ -1015,7 +1017,7 @@ def _short(text: str, limit: int | None) -> str:
 
 def _annotations(method: str, risk: Risk, title: str | None, overrides: dict[str, Any]) -> dict[str, Any]:
     """Behaviour hints derived from method and risk (hints only: the server enforces)."""
-    safe = method in ("GET", "HEAD", "OPTIONS", "TRACE")
+    safe = method in SAFE_METHODS
     read_only = safe and RISK_ORDER[risk] <= RISK_ORDER["medium"]
     out: dict[str, Any] = {}
     if title:
@@ -1023,7 +1025,7 @@ def _annotations(method: str, risk: Risk, title: str | None, overrides: dict[str
     out["readOnlyHint"] = read_only
     if not read_only:
         out["destructiveHint"] = method in ("DELETE", "PUT", "PATCH") or RISK_ORDER[risk] >= RISK_ORDER["high"]
-        out["idempotentHint"] = method in ("PUT", "DELETE", "GET", "HEAD", "OPTIONS")
+        out["idempotentHint"] = method in IDEMPOTENT_METHODS
     out["openWorldHint"] = True
     out.update(overrides)
     return out

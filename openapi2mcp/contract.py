@@ -41,6 +41,7 @@ from openapi2mcp.manifest import (
     DRY_RUN_ARG,
     DRY_RUN_INTERNAL_ARG,
     DRY_RUN_TOKEN_ARG,
+    IDEMPOTENT_METHODS,
     RISK_ORDER,
     Branch,
     DryRunSpec,
@@ -57,8 +58,6 @@ from openapi2mcp.overlay import (
     ToolDef,
     _OperationUse,
 )
-
-_IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"})
 
 
 @dataclasses.dataclass
@@ -285,7 +284,7 @@ def finish_tool(
     retries = _retry_spec(tdef.retries)
     if retries is not None and retries.max_attempts > 1:
         writes = [b for b in branches if b.idempotency is None
-                  and any(s.operation.method not in _IDEMPOTENT_METHODS for s in b.steps)]
+                  and any(s.operation.method not in IDEMPOTENT_METHODS for s in b.steps)]
         if len(writes) == len(branches):
             raise InputError(doc.problem(
                 (*at, "retries"), f"{spec.name} is not idempotent: a retried request could act twice",
@@ -311,7 +310,7 @@ def finish_tool(
         annotations = dict(spec.annotations)
         if not annotations.get("readOnlyHint"):
             annotations["idempotentHint"] = all(
-                b.idempotency is not None or all(s.operation.method in _IDEMPOTENT_METHODS for s in b.steps)
+                b.idempotency is not None or all(s.operation.method in IDEMPOTENT_METHODS for s in b.steps)
                 for b in live
             )
         update["annotations"] = annotations

@@ -46,6 +46,9 @@ MANIFEST_FORMAT = 1
 Risk = Literal["low", "medium", "high", "critical", "forbidden"]
 RISK_ORDER: dict[str, int] = {"low": 0, "medium": 1, "high": 2, "critical": 3, "forbidden": 4}
 Location = Literal["path", "query", "header", "cookie"]
+# HTTP method semantics (RFC 9110 9.2): safe methods change nothing; idempotent ones may be repeated.
+SAFE_METHODS: frozenset[str] = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
+IDEMPOTENT_METHODS: frozenset[str] = SAFE_METHODS | {"PUT", "DELETE"}
 Dispatch = Literal["single", "action", "presence"]
 
 

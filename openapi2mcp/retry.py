@@ -32,14 +32,12 @@ from typing import Any, Final
 import anyio
 
 from openapi2mcp.errors import ErrorCode, ToolFailure
-from openapi2mcp.manifest import RetrySpec
+from openapi2mcp.manifest import IDEMPOTENT_METHODS, SAFE_METHODS, RetrySpec
 from openapi2mcp.upstream import UpstreamResponse, _retry_after
 
 __all__ = ["IDEMPOTENT_METHODS", "RETRY_STATUSES", "SAFE_METHODS", "plan", "send"]
 
 RETRY_STATUSES: Final = frozenset({429, 502, 503, 504})
-SAFE_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
-IDEMPOTENT_METHODS: Final = SAFE_METHODS | {"PUT", "DELETE"}
 _RETRIED_FAILURES: Final = frozenset({ErrorCode.UPSTREAM_UNAVAILABLE, ErrorCode.UPSTREAM_TIMEOUT})
 
 

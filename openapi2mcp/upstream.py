@@ -37,6 +37,7 @@ import httpx2
 from openapi2mcp import __version__
 from openapi2mcp.errors import ErrorCode, ToolFailure
 from openapi2mcp.manifest import (
+    IDEMPOTENT_METHODS,
     BodySpec,
     FailureMode,
     MissingVariable,
@@ -701,6 +702,9 @@ class Upstream:
             t = self.spec.timeout
             self._client = httpx2.AsyncClient(
                 timeout=httpx2.Timeout(t.read, connect=t.connect, pool=t.connect),
+                # under the common 5 s keep-alive of servers (uvicorn, Node): reuse only connections
+                # the upstream has not yet closed
+                limits=httpx2.Limits(keepalive_expiry=4.0),
                 verify=self.spec.verify_tls,
                 follow_redirects=False,  # redirects are followed by hand, same origin only
             )
@@ -772,7 +776,15 @@ class Upstream:
 
     async def _send(self, client: httpx2.AsyncClient, request: httpx2.Request) -> httpx2.Response:
         try:
-            return await client.send(request, stream=True)
+            try:
+                return await client.send(request, stream=True)
+            except (httpx2.RemoteProtocolError, httpx2.ReadError, httpx2.WriteError):
+                # A pooled keep-alive connection the upstream closed just as we reused it: the
+                # request never got an answer. Safe to send once more, on a fresh connection,
+                # when repeating it cannot do anything twice.
+                if request.method not in IDEMPOTENT_METHODS:
+                    raise
+                return await client.send(request, stream=True)
         except httpx2.ConnectTimeout:
             raise _unavailable("the upstream did not accept a connection in time") from None
         except httpx2.TimeoutException:

@@ -665,3 +665,59 @@ async def test_huge_body_is_refused_without_buffering(upstream: str, declared: s
     err = error(await call(m, "big", {}))
     assert err["code"] == "RESPONSE_TOO_LARGE"
     assert "200000 bytes" in err["message"]
+
+
+# ----------------------------------------------------------------------------- stale keep-alive
+
+
+class _DropSecondRequest:
+    """A real HTTP/1.1 server on 127.0.0.1 that answers the first request of each connection with
+    keep-alive, then closes that connection without answering the next one: the race of a pooled
+    connection the upstream closes just as the client reuses it."""
+
+    def __init__(self) -> None:
+        self.connections = 0
+        self.requests: list[str] = []
+
+    async def handle(self, reader: Any, writer: Any) -> None:
+        self.connections += 1
+        try:
+            for n in range(2):
+                head = await reader.readuntil(b"\r\n\r\n")
+                line = head.split(b"\r\n", 1)[0].decode()
+                if n == 1:
+                    return  # the second request on this connection: hang up without an answer
+                self.requests.append(line)
+                body = b'{"ok":true}'
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                             b"content-length: %d\r\nconnection: keep-alive\r\n\r\n%s" % (len(body), body))
+                await writer.drain()
+        except Exception:
+            return
+        finally:
+            writer.close()
+
+
+@pytest.mark.anyio
+async def test_a_stale_pooled_connection_is_retried_once_for_idempotent_requests() -> None:
+    import asyncio
+
+    server = _DropSecondRequest()
+    listener = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    get = tool("get", op("GET", "/thing"))
+    post = tool("post", op("POST", "/thing"))
+    runtime = Runtime(manifest(f"http://127.0.0.1:{port}", get, post), environ={})
+    try:
+        first = await runtime.call("get", {})
+        second = await runtime.call("get", {})  # reuses the connection: dropped, resent on a new one
+        assert not first.is_error and not second.is_error
+        assert server.requests == ["GET /thing HTTP/1.1", "GET /thing HTTP/1.1"]
+        assert server.connections == 2
+        failed = await runtime.call("post", {})  # a POST on the now-reused connection is never resent
+        body = error_of(failed)
+        assert body is not None and body["code"] == "UPSTREAM_UNAVAILABLE"
+        assert server.requests.count("POST /thing HTTP/1.1") == 0
+    finally:
+        await runtime.aclose()
+        listener.close()
