@@ -158,7 +158,13 @@ def _resource(
     spec_response = _resource_response(ctx, op, rdef, doc, at)
     operation = _operation_spec(ctx, op, args)
     meta: dict[str, Any] = {"openapi2mcp/operation": op.id}
+    if rdef.permissions is not None:
+        permissions = list(rdef.permissions)
+    else:  # what a tool reading the same operation needs: a resource is no back door around it
+        users = [t for t in tools if any(s.operation.id == op.id for b in t.branches for s in b.steps)]
+        permissions = list(users[0].permissions) if users else []
     return ResourceSpec(
+        permissions=permissions,
         name=rdef.name,
         uri=rdef.uri,
         title=rdef.title,
@@ -342,6 +348,7 @@ def _prompt(
         arguments=[PromptArgumentSpec(name=a.name, title=a.title, description=a.description, required=a.required)
                    for a in pdef.arguments],
         messages=messages,
+        permissions=list(pdef.permissions),
     )
 
 

@@ -249,6 +249,7 @@ class ResourceSpec(_Model):
     variables: dict[str, dict[str, Any]] = Field(default_factory=dict)
     response: ResponseSpec = Field(default_factory=ResponseSpec)  # select, max_bytes
     meta: dict[str, Any] = Field(default_factory=dict)
+    permissions: list[str] = Field(default_factory=list)  # scopes to list and read it
 
     @property
     def is_template(self) -> bool:
@@ -292,6 +293,7 @@ class PromptSpec(_Model):
     description: str | None = None
     arguments: list[PromptArgumentSpec] = Field(default_factory=list)
     messages: list[PromptMessageSpec]
+    permissions: list[str] = Field(default_factory=list)  # scopes to list and get it
 
     def definition(self) -> dict[str, Any]:
         """The prompt as `prompts/list` shows it."""

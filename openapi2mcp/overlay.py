@@ -109,6 +109,14 @@ _HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
 _SCOPE = re.compile(r"^[\x21\x23-\x5B\x5D-\x7E]+$")
 
 
+def _check_scopes(v: Any) -> Any:
+    """Permissions are OAuth scopes (RFC 6749 3.3): no spaces, quotes or backslashes."""
+    for scope in v if isinstance(v, list) else [v] if v is not None else []:
+        if not _SCOPE.match(scope):
+            raise ValueError(f"{scope!r} is not an OAuth scope (printable ASCII without spaces, \" or \\)")
+    return v
+
+
 class UpstreamDef(_Strict):
     """The REST API that tool calls are forwarded to."""
 
@@ -518,11 +526,7 @@ class ToolDef(_Strict):
     @field_validator("permissions", "step_up_scope")
     @classmethod
     def _scope_tokens(cls, v: Any) -> Any:
-        """Permissions are OAuth scopes (RFC 6749 3.3): no spaces, quotes or backslashes."""
-        for scope in v if isinstance(v, list) else [v] if v is not None else []:
-            if not _SCOPE.match(scope):
-                raise ValueError(f"{scope!r} is not an OAuth scope (printable ASCII without spaces, \" or \\)")
-        return v
+        return _check_scopes(v)
 
     @field_validator("failure_modes", mode="before")
     @classmethod
@@ -569,6 +573,15 @@ class ResourceDef(_Strict):
         default_factory=dict, description="Fixed values of other parameters of the operation (name -> value)."
     )
     response: ResourceResponseDef | None = None
+    permissions: list[str] | None = Field(
+        None, description="Scopes a caller needs to list and read it. Default: those of the first tool that uses "
+        "the same operation ([] when none does). [] makes it readable by every caller.",
+    )
+
+    @field_validator("permissions")
+    @classmethod
+    def _scope_tokens(cls, v: Any) -> Any:
+        return _check_scopes(v)
 
 
 class PromptArgumentDef(_Strict):
@@ -604,6 +617,14 @@ class PromptDef(_Strict):
     description: str | None = None
     arguments: list[PromptArgumentDef] = Field(default_factory=list)
     messages: list[PromptMessageDef] = Field(min_length=1)
+    permissions: list[str] = Field(
+        default_factory=list, description="Scopes a caller needs to list and get it (embedded resources need theirs)."
+    )
+
+    @field_validator("permissions")
+    @classmethod
+    def _scope_tokens(cls, v: Any) -> Any:
+        return _check_scopes(v)
 
 
 class ToolOverlay(_Strict):

@@ -27,8 +27,6 @@ traceId) plus the `uri`, so a host can branch on it. Nothing here imports the co
 from __future__ import annotations
 
 import base64
-import binascii
-import json
 import logging
 import re
 import time
@@ -43,7 +41,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from openapi2mcp import retry
+from openapi2mcp import listing, retry
 from openapi2mcp.access import Caller
 from openapi2mcp.audit import AuditError, Auditor, AuditRecord
 from openapi2mcp.errors import ErrorCode, ToolError, ToolFailure, did_you_mean
@@ -179,36 +177,34 @@ class Catalog:
 
     # ------------------------------------------------------------------ lists
 
-    def list_resources(self, cursor: str | None = None) -> types.ListResourcesResult:
-        page, nxt = self._page("resources", self._listed_resources, cursor)
+    def list_resources(self, cursor: str | None = None, caller: Caller | None = None) -> types.ListResourcesResult:
+        page, nxt = self._page("resources", self._listed_resources, cursor, caller)
         return types.ListResourcesResult(resources=page, next_cursor=nxt)
 
-    def list_resource_templates(self, cursor: str | None = None) -> types.ListResourceTemplatesResult:
-        page, nxt = self._page("templates", self._listed_templates, cursor)
+    def list_resource_templates(
+        self, cursor: str | None = None, caller: Caller | None = None
+    ) -> types.ListResourceTemplatesResult:
+        page, nxt = self._page("templates", self._listed_templates, cursor, caller)
         return types.ListResourceTemplatesResult(resource_templates=page, next_cursor=nxt)
 
-    def list_prompts(self, cursor: str | None = None) -> types.ListPromptsResult:
-        page, nxt = self._page("prompts", self._listed_prompts, cursor)
+    def list_prompts(self, cursor: str | None = None, caller: Caller | None = None) -> types.ListPromptsResult:
+        page, nxt = self._page("prompts", self._listed_prompts, cursor, caller)
         return types.ListPromptsResult(prompts=page, next_cursor=nxt)
 
-    def _page(self, kind: str, items: Sequence[Any], cursor: str | None) -> tuple[list[Any], str | None]:
-        offset = 0
-        if cursor is not None:
-            try:
-                data = json.loads(base64.urlsafe_b64decode(cursor.encode("ascii")))
-                offset = data["o"]
-                valid = (isinstance(offset, int) and 0 <= offset < len(items)
-                         and data["k"] == kind and data["m"] == self._cursor_tag)
-            except (ValueError, KeyError, TypeError, binascii.Error, UnicodeError):
-                valid = False
-            if not valid:
-                raise MCPError(code=types.INVALID_PARAMS, message="Invalid cursor")
-        end = offset + self.page_size
-        nxt = None
-        if end < len(items):
-            raw = json.dumps({"o": end, "k": kind, "m": self._cursor_tag}, separators=(",", ":")).encode()
-            nxt = base64.urlsafe_b64encode(raw).decode("ascii")
-        return list(items[offset:end]), nxt
+    def _allowed(self, kind: str, name: str, caller: Caller | None) -> bool:
+        """A caller sees and uses only what its scopes allow (no caller: the local, trusted one)."""
+        if caller is None:
+            return True
+        if kind == "prompts":
+            return caller.allows(self._prompts[name].permissions)
+        return caller.allows(self._resources[name].spec.permissions)
+
+    def _page(
+        self, kind: str, items: Sequence[Any], cursor: str | None, caller: Caller | None
+    ) -> tuple[list[Any], str | None]:
+        visible = [i for i in items if self._allowed(kind, i.name, caller)]
+        tag = listing.view_tag(self._cursor_tag, [i.name for i in visible], len(items))
+        return listing.page(visible, cursor, size=self.page_size, kind=kind, tag=tag)
 
     # ------------------------------------------------------------------ resources/read
 
@@ -235,7 +231,7 @@ class Catalog:
         started = time.monotonic()
         outcome = "ok"
         try:
-            contents = await self._read(uri, requests)
+            contents = await self._read(uri, requests, caller)
         except ToolFailure as failure:
             error = failure.error.model_copy(
                 update={"trace_id": trace, "message": self.upstream.redactor.text(failure.error.message)}
@@ -265,11 +261,11 @@ class Catalog:
         return types.ReadResourceResult(contents=[contents], meta=meta)
 
     async def _read(
-        self, uri: str, requests: list[dict[str, Any]]
+        self, uri: str, requests: list[dict[str, Any]], caller: Caller | None
     ) -> types.TextResourceContents | types.BlobResourceContents:
         found = self.find(uri)
-        if found is None:
-            raise ToolFailure.of(ErrorCode.NOT_FOUND, self._no_match(uri))
+        if found is None or not self._allowed("resources", found[0].spec.name, caller):
+            raise ToolFailure.of(ErrorCode.NOT_FOUND, self._no_match(uri, caller))  # hidden == absent
         res, values = found
         arguments = res.arguments(values)
         operation = res.spec.operation
@@ -292,8 +288,8 @@ class Catalog:
             ) from None
         return self._contents(res, uri, payload)
 
-    def _no_match(self, uri: str) -> str:
-        known = [r.template.text for r in self._resources.values()]
+    def _no_match(self, uri: str, caller: Caller | None) -> str:
+        known = [r.template.text for r in self._resources.values() if self._allowed("resources", r.spec.name, caller)]
         hint = did_you_mean(uri, known)
         return f"no resource has this URI{f'; {hint}' if hint else ''} (this server serves: {', '.join(known)})"
 
@@ -382,7 +378,7 @@ class Catalog:
         caller: Caller | None = None,
     ) -> types.GetPromptResult:
         prompt = self._prompts.get(name)
-        if prompt is None:
+        if prompt is None or not self._allowed("prompts", name, caller):
             raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown prompt: {name}")
         given = {k: v for k, v in (arguments or {}).items() if v is not None}
         declared = [a.name for a in prompt.arguments]
@@ -443,22 +439,25 @@ class Catalog:
                                        _guard("prompts/get", self._on_get_prompt))
 
     async def _on_list_resources(self, ctx: Any, params: types.PaginatedRequestParams | None) -> Any:
-        return self.list_resources(params.cursor if params else None)
+        return self.list_resources(params.cursor if params else None, self._caller(ctx))
 
     async def _on_list_templates(self, ctx: Any, params: types.PaginatedRequestParams | None) -> Any:
-        return self.list_resource_templates(params.cursor if params else None)
+        return self.list_resource_templates(params.cursor if params else None, self._caller(ctx))
 
     async def _on_list_prompts(self, ctx: Any, params: types.PaginatedRequestParams | None) -> Any:
-        return self.list_prompts(params.cursor if params else None)
+        return self.list_prompts(params.cursor if params else None, self._caller(ctx))
+
+    def _caller(self, ctx: Any) -> Caller | None:
+        return self.caller_of(ctx) if self.caller_of else None
 
     async def _on_read(self, ctx: Any, params: types.ReadResourceRequestParams) -> Any:
         return await self.read(params.uri, protocol_version=getattr(ctx, "protocol_version", None),
-                               caller=self.caller_of(ctx) if self.caller_of else None)
+                               caller=self._caller(ctx))
 
     async def _on_get_prompt(self, ctx: Any, params: types.GetPromptRequestParams) -> Any:
         return await self.get_prompt(params.name, params.arguments,
                                      protocol_version=getattr(ctx, "protocol_version", None),
-                                     caller=self.caller_of(ctx) if self.caller_of else None)
+                                     caller=self._caller(ctx))
 
 
 Handler = Callable[[Any, Any], Any]

@@ -33,11 +33,8 @@ Policies worth knowing:
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
 import copy
-import hashlib
 import json
 import logging
 import os
@@ -64,8 +61,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
+from openapi2mcp import listing, retry
 from openapi2mcp import result as results
-from openapi2mcp import retry
 from openapi2mcp.access import (
     Caller,
     caller_from_context,
@@ -413,10 +410,8 @@ class Runtime:
     def list_tools(self, cursor: str | None = None, caller: Caller | None = None) -> types.ListToolsResult:
         """One page of the tools the caller may use; a cursor is valid for callers with the same view."""
         listed, tag = self._view(caller or self.local)
-        offset = self._offset(cursor, len(listed), tag)
-        end = offset + self.page_size
-        nxt = self._cursor(end, tag) if end < len(listed) else None
-        return types.ListToolsResult(tools=listed[offset:end], next_cursor=nxt)
+        tools, nxt = listing.page(listed, cursor, size=self.page_size, kind="tools", tag=tag)
+        return types.ListToolsResult(tools=tools, next_cursor=nxt)
 
     def _view(self, caller: Caller) -> tuple[list[types.Tool], str]:
         """The tools a caller's scopes allow, and the cursor tag of that list (cached per scope set)."""
@@ -424,31 +419,11 @@ class Runtime:
         view = self._views.get(key)
         if view is None:
             listed = [t.definition for t in self._tools.values() if visible(t.spec, caller)]
-            tag = self._cursor_tag
-            if len(listed) != len(self._listed):
-                names = "\0".join(t.name for t in listed)
-                tag = hashlib.sha256(f"{self._cursor_tag}\0{names}".encode()).hexdigest()[:12]
+            tag = listing.view_tag(self._cursor_tag, [t.name for t in listed], len(self._listed))
             if len(self._views) >= 256:
                 self._views.clear()
             view = self._views[key] = (listed, tag)
         return view
-
-    def _cursor(self, offset: int, tag: str) -> str:
-        raw = json.dumps({"o": offset, "m": tag}, separators=(",", ":")).encode()
-        return base64.urlsafe_b64encode(raw).decode("ascii")
-
-    def _offset(self, cursor: str | None, size: int, tag: str) -> int:
-        if cursor is None:
-            return 0
-        try:
-            data = json.loads(base64.urlsafe_b64decode(cursor.encode("ascii")))
-            offset = data["o"]
-            valid = isinstance(offset, int) and 0 <= offset < size and data["m"] == tag
-        except (ValueError, KeyError, TypeError, binascii.Error, UnicodeError):
-            valid = False
-        if not valid:
-            raise MCPError(code=types.INVALID_PARAMS, message="Invalid cursor")
-        return int(offset)
 
     # ------------------------------------------------------------------ tools/call
 

@@ -83,6 +83,12 @@ tools:
   - name: admin.run_command
     operation: runCommand
     risk: forbidden
+resources:
+  - uri: notes://{+path}          # reads readNote: needs what notes.read needs (notes:read)
+    name: note
+    operation: readNote
+    mime_type: text/markdown
+    response: {select: content}
 """
 
 TOKENS_YAML = f"""\
@@ -440,6 +446,27 @@ async def test_http_scopes_decide_what_a_caller_sees_and_calls(
 
 @pytest.mark.anyio
 @pytest.mark.parametrize(("mode", "protocol"), ERAS)
+async def test_resources_need_the_permissions_of_their_operation(
+    static_server: HttpServer, notes_up: Upstream, mode: str, protocol: str
+) -> None:
+    url, uri = static_server.url, "notes://ai-agent/mcp-basics.md"
+    before = notes_up.count("readNote")
+    async with client(url, READER, mode) as reader:  # notes:read, like the notes.read tool
+        templates = (await reader.list_resource_templates()).resource_templates
+        assert [t.uri_template for t in templates] == ["notes://{+path}"]
+        read = await reader.read_resource(uri)
+        assert "MCP" in read.contents[0].text  # type: ignore[union-attr]
+    async with client(url, ENV_READER, mode) as other:  # tasks:read only: the resource is not there
+        assert (await other.list_resource_templates()).resource_templates == []
+        with pytest.raises(MCPError) as info:
+            await other.read_resource(uri)
+        assert "no resource has this URI" in info.value.error.message
+        assert "notes://" not in info.value.error.message.split("serves:")[-1]  # nor does it name the hidden one
+    assert notes_up.count("readNote") == before + 1  # the refused read never reached the upstream
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("mode", "protocol"), ERAS)
 async def test_step_up_is_a_403_scope_challenge(
     static_server: HttpServer, notes_up: Upstream, mode: str, protocol: str
 ) -> None:
@@ -473,7 +500,7 @@ async def test_step_up_is_a_403_scope_challenge(
     assert notes_up.count("createStudyTask") == before
     # the 403 never reaches the MCP handler, but the refusal is audited like any other denial
     audit = [json.loads(line) for line in (static_server.stdout_path.parent / "audit.jsonl").read_text().splitlines()]
-    denied = [a for a in audit if a["tool"] == "tasks.create" and a["caller"]["id"] == "writer"]
+    denied = [a for a in audit if a.get("tool") == "tasks.create" and a["caller"]["id"] == "writer"]
     assert len(denied) >= 2 and all((a["outcome"], a["error"]) == ("denied", "PERMISSION_DENIED") for a in denied)
     assert {a["arguments"]["title"].split()[0] for a in denied} == {"writer", "raw"}
 
