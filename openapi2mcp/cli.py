@@ -188,6 +188,18 @@ def _print_inspect(compiled: Compiled, definitions: list[dict[str, Any]]) -> Non
     listing = json.dumps({"tools": definitions}, ensure_ascii=False).encode()
     typer.echo(f"tools/list: {len(listing):,} bytes, ~{_tokens(len(listing)):,} tokens "
                f"(estimate: bytes/4); manifest {m.content_hash[:19]}")
+    if m.resources:
+        typer.echo(f"{len(m.resources)} resource(s):")
+        for r in m.resources:
+            kind = "template" if r.is_template else "resource"
+            op = f"{r.operation.method} {r.operation.path}"
+            typer.echo(f"  {r.uri}  ({kind} {r.name}, {op}" + (f", needs {' '.join(r.permissions)}" if r.permissions
+                                                                else "") + ")")
+    if m.prompts:
+        typer.echo(f"{len(m.prompts)} prompt(s):")
+        for p in m.prompts:
+            args = ", ".join(a.name + ("*" if a.required else "") for a in p.arguments)
+            typer.echo(f"  {p.name}({args})" + (f"  {p.title}" if p.title else ""))
 
 
 def _tokens(size: int) -> int:
