@@ -23,6 +23,7 @@ OpenAPI 3.0 specifics are translated: `nullable`, boolean `exclusiveMinimum/Maxi
 
 from __future__ import annotations
 
+import re
 import sys
 from collections import deque
 from collections.abc import Iterator
@@ -130,8 +131,8 @@ class SchemaConverter:
     # ------------------------------------------------------------------ conversion
 
     def _node(self, node: Any, mode: Mode, needed: list[str], depth: int | None) -> Any:
-        if isinstance(node, bool):
-            return node
+        if isinstance(node, bool):  # 3.1 boolean schemas: always a dict downstream
+            return {} if node else {"not": {}}
         if not isinstance(node, dict):
             return {}
         ref = node.get("$ref")
@@ -216,11 +217,13 @@ class SchemaConverter:
                 else:
                     out[key] = self._node(value, mode, needed, inner)
             elif key == "required" and isinstance(value, list):
-                out[key] = list(dict.fromkeys(value))  # real specs repeat names (OpenAI); 2020-12 forbids it
+                # real specs repeat names (OpenAI) or put non-strings there; 2020-12 forbids both
+                out[key] = list(dict.fromkeys(v for v in value if isinstance(v, str)))
             elif key in _PLAIN_KEYWORDS:
                 if mode == "output" and key in _VALUE_CONSTRAINTS:
                     continue
-                out[key] = value
+                if _valid_keyword(key, value):  # real specs carry `pattern: 0`, `minLength: "5"`...
+                    out[key] = value
         self._fix_keywords(node, out, mode)
         if "required" in out and "properties" in out:
             hidden = [n for n, s in node.get("properties", {}).items() if self._hidden_in(s, mode)]
@@ -249,6 +252,12 @@ class SchemaConverter:
             del out["examples"]
         if isinstance(out.get("type"), str) and out["type"] not in _JSON_TYPES:
             del out["type"]  # e.g. Swagger's "file" that slipped through
+        elif isinstance(out.get("type"), list):
+            kept = [t for t in dict.fromkeys(out["type"]) if t in _JSON_TYPES]
+            if kept:
+                out["type"] = kept
+            else:
+                del out["type"]
         if mode == "output" and isinstance(node.get("enum"), list) and 0 < len(node["enum"]) <= 12:
             # the values stay visible to the model without rejecting a value added upstream later
             values = ", ".join(str(v) for v in node["enum"] if v is not None)
@@ -430,6 +439,41 @@ def _make_nullable(out: dict[str, Any]) -> None:
         return
     if "enum" in out and None not in out["enum"]:
         out["enum"] = [*out["enum"], None]
+
+
+_NON_NEGATIVE = frozenset({"minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"})
+_NUMBERS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+
+
+def _valid_keyword(key: str, value: Any) -> bool:
+    """Whether a keyword's value is what JSON Schema allows; invalid ones are dropped, since a
+    schema the metaschema rejects breaks validators and clients (a shape, not a contract)."""
+    if key in _NON_NEGATIVE:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    if key in _NUMBERS:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if key == "multipleOf":
+        return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+    if key == "pattern":
+        if not isinstance(value, str):
+            return False
+        try:
+            re.compile(value)
+        except re.error:
+            return False
+        return True
+    if key in ("format", "description", "title", "$comment", "contentEncoding", "contentMediaType"):
+        return isinstance(value, str)
+    if key in ("enum", "examples"):
+        return isinstance(value, list)
+    if key in ("uniqueItems", "deprecated"):
+        return isinstance(value, bool)
+    if key == "type":
+        names = value if isinstance(value, list) else [value]
+        return bool(names) and all(isinstance(n, str) for n in names)
+    if key == "dependentRequired":
+        return isinstance(value, dict) and all(isinstance(v, list) for v in value.values())
+    return True
 
 
 def _inline_single_all_of(out: dict[str, Any]) -> dict[str, Any]:

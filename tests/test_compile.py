@@ -337,6 +337,34 @@ def test_no_overlay_and_no_all_operations_is_refused(tmp_path: Path) -> None:
     assert "--all-operations" in str(info.value)
 
 
+def test_broken_keyword_values_and_boolean_schemas_do_not_break_tool_schemas(tmp_path: Path) -> None:
+    """Seen in real specs (api.video's `pattern: 0`, Vercel's `true` property schemas)."""
+    spec = {
+        "openapi": "3.1.0",
+        "info": {"title": "t", "version": "1"},
+        "paths": {"/x": {"post": {
+            "operationId": "make",
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                "type": "object",
+                "required": ["code", 7, "code"],
+                "properties": {
+                    "code": {"type": "string", "pattern": 0, "minLength": "2", "maxLength": 5},
+                    "anything": True,
+                    "kind": {"type": ["string", "file"]},
+                },
+            }}}},
+            "responses": {"200": {"description": "ok"}},
+        }}},
+    }
+    t = tool(compile_text(tmp_path, spec, all_operations=True), "make")
+    jsonschema.Draft202012Validator.check_schema(t.input_schema)
+    props = t.input_schema["properties"]
+    assert props["code"] == {"type": "string", "maxLength": 5}
+    assert props["anything"] == {}
+    assert props["kind"] == {"type": ["string"]}
+    assert t.input_schema["required"] == ["code"]
+
+
 # ----------------------------------------------------------------------------- the Manifest
 
 
