@@ -349,6 +349,70 @@ def servers() -> Iterator[list[Server]]:
             s.stop()
 
 
+# ============================================================================ MCP clients
+
+
+async def list_all_tools(server: Any, mode: str = "legacy") -> list[Any]:
+    """Every page of tools/list through a fresh SDK client session (a URL, or any SDK transport)."""
+    from mcp import Client
+
+    tools: list[Any] = []
+    async with Client(server, mode=mode) as client:
+        cursor = None
+        while True:
+            page = await client.list_tools(cursor=cursor)
+            tools += page.tools
+            cursor = page.next_cursor
+            if not cursor:
+                return tools
+
+
+async def wait_ready(server: Server, url: str, mode: str, limit: float) -> tuple[float, list[Any]]:
+    """Seconds from the server's process start until the full tools/list is answered over HTTP, and the tools.
+
+    Polls the port with plain TCP connects every 10 ms (cheap: no client CPU stolen from a server that is
+    still starting), then lists every page through a fresh SDK client. Connection errors mean "not up yet"
+    and are retried; an MCP error from a server that is up (e.g. a tools/list the client cannot read)
+    is a result and ends the wait.
+    """
+    import asyncio
+    from urllib.parse import urlsplit
+
+    from mcp.shared.exceptions import MCPError
+
+    where = urlsplit(url)
+    deadline = time.monotonic() + limit
+    last: BaseException | None = None
+    while time.monotonic() < deadline:
+        if not server.alive():
+            raise RuntimeError(f"{server.name} exited: {server.stderr_tail()}")
+        try:
+            _, writer = await asyncio.open_connection(where.hostname, where.port)
+        except OSError as e:
+            last = e
+            await asyncio.sleep(0.01)
+            continue
+        writer.close()
+        try:
+            tools = await asyncio.wait_for(list_all_tools(url, mode), timeout=max(1.0, deadline - time.monotonic()))
+            return time.perf_counter() - server.started, tools
+        except Exception as e:
+            leaves = exception_leaves(e)
+            fatal = next((x for x in leaves if isinstance(x, MCPError)), None)
+            if fatal is not None:
+                raise RuntimeError(f"tools/list failed: {fatal}") from None
+            last = leaves[0] if leaves else e
+            await asyncio.sleep(0.01)
+    raise RuntimeError(f"{server.name}: no tools/list within {limit:g} s (last: {type(last).__name__}: {last})")
+
+
+def exception_leaves(e: BaseException) -> list[BaseException]:
+    """The innermost exceptions of (nested) exception groups."""
+    if isinstance(e, BaseExceptionGroup):
+        return [leaf for sub in e.exceptions for leaf in exception_leaves(sub)]
+    return [e]
+
+
 # ============================================================================ statistics and tables
 
 

@@ -1,12 +1,12 @@
-"""A FastMCP `from_openapi` server over Streamable HTTP, the competitor in runtime_bench.py.
+"""A FastMCP `from_openapi` server, the competitor in runtime_bench.py and cold_start.py.
 
     .cache/bench/fastmcp-venv/bin/python benchmarks/fastmcp_server.py SPEC --base-url URL --port P
-        [--stateless] [--json-response] [--all-operations]
+        [--transport http|stdio] [--stateless] [--json-response] [--all-operations]
 
 The plain, documented use of FastMCP 4.2.3: load the spec file, FastMCP.from_openapi(openapi_spec=
-dict, client=httpx2.AsyncClient(base_url=URL)), run(transport="http"). Every operation becomes a
-tool named by its operationId (FastMCP's default route map). Runs under FastMCP's venv; imports
-nothing from openapi2mcp.
+dict, client=httpx2.AsyncClient(base_url=URL)), run(transport="http") (or "stdio"). Every
+operation becomes a tool named by its operationId (FastMCP's default route map). Runs under
+FastMCP's venv; imports nothing from openapi2mcp.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("spec")
     parser.add_argument("--base-url", required=True, help="the upstream REST API")
+    parser.add_argument("--transport", choices=["http", "stdio"], default="http")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--stateless", action="store_true")
@@ -39,6 +40,9 @@ def main() -> int:
         document = yaml.load(data, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     client = httpx2.AsyncClient(base_url=args.base_url, timeout=30)
     mcp = FastMCP.from_openapi(openapi_spec=document, client=client, name=document.get("info", {}).get("title", "api"))
+    if args.transport == "stdio":
+        mcp.run(transport="stdio", show_banner=False, log_level="WARNING")
+        return 0
     mcp.run(
         transport="http",
         host=args.host,

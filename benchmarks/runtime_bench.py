@@ -1,7 +1,7 @@
-"""Tool-call latency, calls/s and cold start over Streamable HTTP: openapi2mcp vs FastMCP (issue 3).
+"""Tool-call latency and calls/s over Streamable HTTP: openapi2mcp vs FastMCP (issue 3).
 
     python benchmarks/runtime_bench.py [--repeat 3] [--calls 400] [--concurrency 1,32]
-                                       [--modes legacy,auto] [--cold-spec github]
+                                       [--modes legacy,auto]
 
 Every process is separate and local (127.0.0.1):
 
@@ -19,10 +19,7 @@ session set up and the tool list fetched before timing starts). Each call is get
 and must return the pet. Latency p50/p95 per call, calls/s = calls / wall time of the batch,
 "added" = MCP p50 minus direct p50 at the same concurrency. Medians over --repeat batches.
 
-Cold start = process start until the full tools/list has been answered (polling with a fresh
-client every 20 ms): ours from the spec + overlay, ours from a compiled manifest
-(`serve --manifest`), FastMCP from the spec. `--cold-spec github` adds the GitHub description
-(every operation) to show how start-up scales with a big spec.
+Cold start (process start to the first complete tools/list) is benchmarks/cold_start.py.
 
 All of it runs on one machine: client, MCP server and upstream share its cores, so calls/s is
 a whole-system figure; the ratios between sides are what carries over.
@@ -34,7 +31,7 @@ import argparse
 import asyncio
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,54 +92,6 @@ def configs(fm: c.FastMCPEnv) -> list[Config]:
 
 
 # ============================================================================ the client side
-
-
-async def list_all_tools(url: str, mode: str) -> list[Any]:
-    """Every page of tools/list, through a fresh SDK client session."""
-    from mcp import Client
-
-    tools: list[Any] = []
-    async with Client(url, mode=mode) as client:
-        cursor = None
-        while True:
-            page = await client.list_tools(cursor=cursor)
-            tools += page.tools
-            cursor = page.next_cursor
-            if not cursor:
-                return tools
-
-
-async def wait_ready(server: c.Server, url: str, mode: str, limit: float) -> tuple[float, list[Any]]:
-    """Poll until the full tools/list is answered; seconds since the process was started.
-
-    Connection errors mean "not up yet" and are retried; an MCP error from a server that is up
-    is a result (e.g. a tools/list the client cannot read) and ends the wait.
-    """
-    from mcp.shared.exceptions import MCPError
-
-    deadline = time.monotonic() + limit
-    last: BaseException | None = None
-    while time.monotonic() < deadline:
-        if not server.alive():
-            raise RuntimeError(f"{server.name} exited: {server.stderr_tail()}")
-        try:
-            tools = await asyncio.wait_for(list_all_tools(url, mode), timeout=max(1.0, deadline - time.monotonic()))
-            return time.perf_counter() - server.started, tools
-        except Exception as e:
-            leaves = _leaves(e)
-            fatal = next((x for x in leaves if isinstance(x, MCPError)), None)
-            if fatal is not None:
-                raise RuntimeError(f"tools/list failed: {fatal}") from None
-            last = leaves[0] if leaves else e
-            await asyncio.sleep(0.02)
-    raise RuntimeError(f"{server.name}: no tools/list within {limit:g} s (last: {type(last).__name__}: {last})")
-
-
-def _leaves(e: BaseException) -> list[BaseException]:
-    """The innermost exceptions of (nested) exception groups."""
-    if isinstance(e, BaseExceptionGroup):
-        return [leaf for sub in e.exceptions for leaf in _leaves(sub)]
-    return [e]
 
 
 @dataclass
@@ -306,7 +255,7 @@ def run_loads(cfgs: list[Config], upstream: str, args: argparse.Namespace, modes
             server = c.Server(cfg.key, cfg.argv(upstream, port), env=cfg.env())
             running.append(server)
             try:
-                _, tools = asyncio.run(wait_ready(server, url, modes[0], args.timeout))
+                _, tools = asyncio.run(c.wait_ready(server, url, modes[0], args.timeout))
                 names = [t.name for t in tools]
                 if cfg.tool not in names:
                     raise RuntimeError(f"no tool {cfg.tool!r} in tools/list ({names[:8]}...)")
@@ -345,80 +294,10 @@ def run_loads(cfgs: list[Config], upstream: str, args: argparse.Namespace, modes
     return [*direct, *(ld for *_, loads in sides for ld in loads)]
 
 
-@dataclass
-class Cold:
-    label: str
-    ours: bool
-    spec: str
-    times: list[float] = field(default_factory=list)
-    rss: list[float] = field(default_factory=list)
-    tools: int = 0
-    error: str | None = None
-
-
-def cold_start(label: str, ours: bool, spec_label: str, argv: list[str], env: dict[str, str],
-               args: argparse.Namespace, limit: float) -> Cold:
-    """Start `argv + --port P` --repeat times; each time, seconds until the full tools/list came back."""
-    cold = Cold(label, ours, spec_label)
-    for i in range(args.repeat):
-        port = c.free_port()
-        with c.Server(label, [*argv, "--port", str(port)], env=env) as server:
-            try:
-                seconds, tools = asyncio.run(wait_ready(server, f"http://127.0.0.1:{port}/mcp", "legacy", limit))
-            except Exception as e:
-                cold.error = str(e)[:300]
-                c.progress(f"  cold {label} ({spec_label}): FAILED: {cold.error}")
-                return cold
-            cold.times.append(seconds)
-            cold.rss.append(server.peak_rss_mb())
-            cold.tools = len(tools)
-            c.progress(f"  cold {label:<30} {spec_label:<9} #{i + 1}: {seconds:6.2f} s, "
-                       f"{cold.rss[-1]:5.0f} MB, {len(tools)} tools")
-    return cold
-
-
-def compile_manifest_file(spec: Path, out: Path, extra: Sequence[str], timeout: float) -> str | None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    run = c.run_child([sys.executable, "-m", "openapi2mcp", "compile", str(spec), *extra, "-o", str(out)],
-                      timeout=timeout, env=c.our_env())
-    return run.error
-
-
-def cold_starts(upstream: str, fm: c.FastMCPEnv, args: argparse.Namespace) -> list[Cold]:
-    cases: list[tuple[str, Path, list[str]]] = [("petstore", SPEC, ["--overlay", str(OVERLAY)])]
-    for key in args.cold_spec or []:
-        for spec, path in c.pick_specs([key], False):
-            cases.append((spec.key, path, ["--all-operations"]))
-    out: list[Cold] = []
-    serve = [sys.executable, "-m", "openapi2mcp", "serve"]
-    http = ["--transport", "http", "--base-url", upstream]
-    for spec_label, spec, extra in cases:
-        big = spec_label != "petstore"
-        limit = max(args.timeout, 600) if big else args.timeout
-        manifest = c.CACHE / f"{spec_label}.manifest.json"
-        error = compile_manifest_file(spec, manifest, extra, limit)
-        what = "--all-operations" if big else "--overlay"
-        out.append(cold_start(f"ours serve SPEC {what}", True, spec_label, [*serve, str(spec), *extra, *http],
-                              c.our_env(), args, limit))
-        if error:
-            out.append(Cold("ours serve --manifest", True, spec_label, error=f"compile failed: {error}"))
-        else:
-            out.append(cold_start("ours serve --manifest", True, spec_label,
-                                  [*serve, "--manifest", str(manifest), *http], c.our_env(), args, limit))
-        if fm.python:
-            theirs = [fm.python, str(c.BENCH / "fastmcp_server.py"), str(spec), "--base-url", upstream]
-            out.append(cold_start("FastMCP from_openapi", False, spec_label, theirs, c.fastmcp_env_vars(), args,
-                                  limit))
-            if big:  # its default SSE framing may not get a big list through; JSON responses might
-                out.append(cold_start("FastMCP json_response=True", False, spec_label, [*theirs, "--json-response"],
-                                      c.fastmcp_env_vars(), args, limit))
-    return out
-
-
 # ============================================================================ report
 
 
-def report(loads: list[Load], colds: list[Cold], fm: c.FastMCPEnv, args: argparse.Namespace) -> str:
+def report(loads: list[Load], fm: c.FastMCPEnv, args: argparse.Namespace) -> str:
     md = args.markdown
     out = [f"\ntools/call getPet over Streamable HTTP, {c.machine_line()}",
            f"median of {args.repeat} batches of >= {args.calls} calls; ratio = ours / FastMCP "
@@ -445,23 +324,6 @@ def report(loads: list[Load], colds: list[Cold], fm: c.FastMCPEnv, args: argpars
         ])
     out.append(c.table(["side", "client", "conc.", "p50", "p95", "calls/s", "added p50", "server RSS",
                         "p50 ratio", "calls/s ratio", "status"], rows, markdown=md))
-    if colds:
-        out.append("\ncold start: process start -> full tools/list answered (fresh SDK client, 2025-11-25 "
-                   "handshake); peak RSS of the server at that point\n")
-        ref: dict[str, Cold] = {}
-        for cd in colds:
-            if not cd.ours and not cd.error:
-                ref.setdefault(cd.spec, cd)  # FastMCP's defaults when they work
-        crow = []
-        for cd in colds:
-            t = c.median(cd.times) if cd.times else float("nan")
-            r = c.median(cd.rss) if cd.rss else float("nan")
-            vs = ref.get(cd.spec) if cd.ours else None
-            crow.append([cd.spec, cd.label, cd.tools or "", c.fmt_s(t), c.fmt_mb(r),
-                         c.ratio(t, c.median(vs.times)) if vs else "", c.ratio(r, c.median(vs.rss)) if vs else "",
-                         f"fails: {cd.error[:100]}" if cd.error else "ok"])
-        out.append(c.table(["spec", "side", "tools", "cold start", "peak RSS", "time ratio", "RSS ratio", "status"],
-                           crow, markdown=md))
     return "\n".join(out)
 
 
@@ -472,10 +334,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default="legacy",
                         help="client modes: legacy (2025-11-25 handshake) and/or auto (2026-07-28 when offered)")
     parser.add_argument("--only", help="comma-separated config keys: ours,ours-stateless,fastmcp,fastmcp-stateless")
-    parser.add_argument("--no-cold", action="store_true", help="skip the cold-start measurements")
-    parser.add_argument("--no-load", action="store_true", help="only the cold-start measurements")
-    parser.add_argument("--cold-spec", action="append", metavar="NAME",
-                        help="also measure cold start on this corpus spec with every operation (e.g. github)")
     c.common_options(parser, timeout=120)
     args = parser.parse_args(argv)
     levels = [int(x) for x in args.concurrency.split(",") if x.strip()]
@@ -484,28 +342,21 @@ def main(argv: list[str] | None = None) -> int:
     c.progress(f"FastMCP: {fm.note}")
     c.check_quiet()
 
-    loads: list[Load] = []
-    colds: list[Cold] = []
     with c.servers() as running:
         upstream = start_upstream()
         running.append(upstream)
         url = upstream.url
         c.progress(f"upstream petstore at {url}")
-        if not args.no_load:
-            only = set(args.only.split(",")) if args.only else None
-            loads = run_loads([cfg for cfg in configs(fm) if only is None or cfg.key in only], url, args, modes,
-                              levels)
-        if not args.no_cold:
-            c.progress("cold start:")
-            colds = cold_starts(url, fm, args)
+        only = set(args.only.split(",")) if args.only else None
+        loads = run_loads([cfg for cfg in configs(fm) if only is None or cfg.key in only], url, args, modes,
+                          levels)
 
-    print(report(loads, colds, fm, args))
+    print(report(loads, fm, args))
     c.write_json(args.json, {
         "machine": c.machine_line(), "fastmcp": fm.note, "repeat": args.repeat, "calls": args.calls,
         "loads": [{"label": ld.label, "mode": ld.mode, "concurrency": ld.concurrency, "p50_ms": ld.p50(),
                    "p95_ms": ld.p95(), "calls_per_s": ld.rate(), "rss_mb": ld.rss_mb, "errors": ld.errors(),
                    "error": ld.error} for ld in loads],
-        "cold": [cd.__dict__ for cd in colds],
     })
     return 0
 

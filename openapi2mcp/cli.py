@@ -319,12 +319,12 @@ def serve(
     """Serve the tools over MCP (stdio by default, or Streamable HTTP) and forward calls upstream."""
 
     def run() -> None:
-        from openapi2mcp.auth import AuthOptions
-
         _logging(log_level)
         m = _manifest_for_serve(spec, overlay, manifest, all_operations, strict, allow_remote_refs, ref_root)
         if base_url:
             m = m.model_copy(update={"upstream": m.upstream.model_copy(update={"base_url": base_url})})
+        from openapi2mcp.auth import AuthOptions  # after the Manifest: its peak is not stacked on the SDK's
+
         access = _Access(AuthOptions(tokens_file=str(auth_tokens) if auth_tokens else None, jwks_url=jwks_url,
                                      issuer=issuer, audience=audience, auth_server=auth_server,
                                      resource_url=resource_url, no_auth=no_auth), scopes, rate_limit)
