@@ -789,8 +789,9 @@ def _dedupe_names(args: list[_Arg]) -> list[_Arg]:
     seen: set[str] = set()
     for a in args:
         base, n = a.name, 2
-        while a.name in seen:
-            a.name, n = f"{base}_{n}"[:64], n + 1
+        while a.name in seen:  # the suffix must survive the 64-character cut
+            suffix = f"_{n}"
+            a.name, n = base[: 64 - len(suffix)] + suffix, n + 1
         seen.add(a.name)
     return args
 

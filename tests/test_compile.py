@@ -337,6 +337,22 @@ def test_no_overlay_and_no_all_operations_is_refused(tmp_path: Path) -> None:
     assert "--all-operations" in str(info.value)
 
 
+def test_long_colliding_parameter_names_stay_unique_and_valid(tmp_path: Path) -> None:
+    long = "x" * 70  # two parameters whose names are the same once cut to 64 characters
+    spec = {
+        "openapi": "3.0.3",
+        "info": {"title": "t", "version": "1"},
+        "paths": {"/x": {"get": {
+            "operationId": "get",
+            "parameters": [{"name": long, "in": "query", "schema": {"type": "string"}},
+                           {"name": long + "y", "in": "header", "schema": {"type": "string"}}],
+            "responses": {"200": {"description": "ok"}},
+        }}},
+    }
+    names = list(tool(compile_text(tmp_path, spec, all_operations=True), "get").input_schema["properties"])
+    assert names == ["x" * 64, "x" * 62 + "_2"]
+
+
 def test_broken_keyword_values_and_boolean_schemas_do_not_break_tool_schemas(tmp_path: Path) -> None:
     """Seen in real specs (api.video's `pattern: 0`, Vercel's `true` property schemas)."""
     spec = {
