@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 import sys
+import warnings
 from collections import deque
 from collections.abc import Iterator
 from typing import Any, Literal
@@ -71,6 +72,7 @@ class SchemaConverter:
         self._cyclic: set[str] = set()
         self._scc_done: set[str] = set()
         self._memo: dict[tuple[str, Mode, int | None], Any] = {}
+        self._expanding: set[tuple[str, Mode, int | None]] = set()  # depth-limited expansions under way
         self._def_names: dict[str, str] = {}
         # walking deep schemas recursively is the simple, fast way; real specs nest a few hundred deep at most
         sys.setrecursionlimit(max(sys.getrecursionlimit(), 20_000))
@@ -147,13 +149,18 @@ class SchemaConverter:
             if ref not in needed:
                 needed.append(ref)
             out: Any = {"$ref": "#/$defs/" + self._def_name(ref)}
+        elif depth is not None and (ref, mode, depth) in self._expanding:
+            # a cycle that never nests an object (through items or anyOf): depth cannot end it
+            out = {}
         else:
             key = (ref, mode, depth)
             if key not in self._memo:
                 target = self.target(ref)
-                if depth is not None and isinstance(target, dict) and target.get("$ref") == ref:
-                    target = {}
-                self._memo[key] = self._node(target, mode, needed, depth)
+                self._expanding.add(key)
+                try:
+                    self._memo[key] = self._node(target, mode, needed, depth)
+                finally:
+                    self._expanding.discard(key)
             elif depth is None:
                 self._collect_needed(ref, needed)
             out = self._memo[key]
@@ -458,7 +465,9 @@ def _valid_keyword(key: str, value: Any) -> bool:
         if not isinstance(value, str):
             return False
         try:
-            re.compile(value)
+            with warnings.catch_warnings():  # "possible nested set" FutureWarnings are not our users' business
+                warnings.simplefilter("ignore")
+                re.compile(value)
         except re.error:
             return False
         return True

@@ -353,6 +353,24 @@ def test_long_colliding_parameter_names_stay_unique_and_valid(tmp_path: Path) ->
     assert names == ["x" * 64, "x" * 62 + "_2"]
 
 
+def test_cycles_that_never_nest_an_object_are_cut(tmp_path: Path) -> None:
+    """A schema recursive through `items` and `anyOf` only (Vercel's): depth alone cannot stop it."""
+    spec = {
+        "openapi": "3.0.3",
+        "info": {"title": "t", "version": "1"},
+        "paths": {"/x": {"get": {
+            "operationId": "get",
+            "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {
+                "type": "object", "properties": {"v": {"$ref": "#/components/schemas/Value"}}}}}}},
+        }}},
+        "components": {"schemas": {"Value": {"anyOf": [
+            {"type": "string"}, {"type": "array", "items": {"$ref": "#/components/schemas/Value"}}]}}},
+    }
+    out = tool(compile_text(tmp_path, spec, all_operations=True), "get").output_schema
+    jsonschema.Draft202012Validator.check_schema(out)
+    jsonschema.validate({"v": ["a", ["b", ["c"]]]}, out)
+
+
 def test_broken_keyword_values_and_boolean_schemas_do_not_break_tool_schemas(tmp_path: Path) -> None:
     """Seen in real specs (api.video's `pattern: 0`, Vercel's `true` property schemas)."""
     spec = {
