@@ -17,7 +17,6 @@ import json
 import os
 import platform
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -29,7 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.local import ROOT, corpus_dir
+from tests.local import free_port as free_port  # the scripts' c.free_port(), shared with the tests
+
 BENCH = ROOT / "benchmarks"
 CACHE = ROOT / ".cache" / "bench"
 FASTMCP_VERSION = "4.2.3"
@@ -37,18 +38,6 @@ FASTMCP_VENV = CACHE / "fastmcp-venv"
 
 
 # ============================================================================ inputs
-
-
-def corpus_dir() -> Path | None:
-    """$OPENAPI2MCP_CORPUS, else ../shared/corpus beside the repository, else the copy that
-    .ci/fetch-corpus.sh unpacks into .cache/corpus (None when none is there)."""
-    env = os.environ.get("OPENAPI2MCP_CORPUS")
-    candidates = [Path(env)] if env else []
-    candidates += [ROOT.parent / "shared" / "corpus", ROOT / ".cache" / "corpus"]
-    for c in candidates:
-        if c.is_dir():
-            return c.resolve()
-    return None
 
 
 @dataclass(frozen=True)
@@ -249,6 +238,17 @@ def _last_line(path: Path) -> str:
     return lines[-1][:300] if lines else ""
 
 
+def vmhwm_mb(pid: int) -> float:
+    """The peak resident set (VmHWM) of a live process so far, in MB; NaN when it cannot be read."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
 class Server:
     """A long-running child (an upstream or an MCP server) in its own process group.
 
@@ -287,13 +287,7 @@ class Server:
 
     def peak_rss_mb(self) -> float:
         """VmHWM (peak resident set) of the process so far."""
-        try:
-            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-        except OSError:
-            pass
-        return float("nan")
+        return vmhwm_mb(self.proc.pid)
 
     def stderr_tail(self, lines: int = 3) -> str:
         text = self.stderr_path.read_text(errors="replace").strip().splitlines()
@@ -331,13 +325,6 @@ def _stop_leftovers() -> None:
         server.stop(grace=2.0)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @contextlib.contextmanager
 def servers() -> Iterator[list[Server]]:
     """Stop every Server appended to the list on the way out, last started first."""
@@ -352,19 +339,24 @@ def servers() -> Iterator[list[Server]]:
 # ============================================================================ MCP clients
 
 
+async def tool_pages(client: Any) -> list[Any]:
+    """Every page of tools/list of a connected SDK client, joined."""
+    tools: list[Any] = []
+    cursor = None
+    while True:
+        page = await client.list_tools(cursor=cursor)
+        tools += page.tools
+        cursor = page.next_cursor
+        if not cursor:
+            return tools
+
+
 async def list_all_tools(server: Any, mode: str = "legacy") -> list[Any]:
     """Every page of tools/list through a fresh SDK client session (a URL, or any SDK transport)."""
     from mcp import Client
 
-    tools: list[Any] = []
     async with Client(server, mode=mode) as client:
-        cursor = None
-        while True:
-            page = await client.list_tools(cursor=cursor)
-            tools += page.tools
-            cursor = page.next_cursor
-            if not cursor:
-                return tools
+        return await tool_pages(client)
 
 
 async def wait_ready(server: Server, url: str, mode: str, limit: float) -> tuple[float, list[Any]]:

@@ -55,7 +55,8 @@ class Phases(dict[str, float]):
         self._t = time.perf_counter()
 
 
-def _compact(payload: Any) -> bytes:
+def compact(payload: Any) -> bytes:
+    """Compact JSON, as on the wire."""
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
 
 
@@ -77,16 +78,21 @@ def ours(spec: str, phases: Phases, *, runtime: bool) -> list[dict[str, Any]]:
     upstream = manifest.upstream.model_copy(update={"base_url": "http://127.0.0.1:9"})  # like serve --base-url
     rt = Runtime(manifest.model_copy(update={"upstream": upstream}), environ={}, require_secrets=False)
     phases.done("runtime")
-    tools = []
+    tools = served_tools(rt)
+    phases.done("list")
+    return tools
+
+
+def served_tools(rt: Any) -> list[dict[str, Any]]:
+    """Every tools/list page of an openapi2mcp Runtime, as its server sends them, joined."""
+    tools: list[dict[str, Any]] = []
     cursor = None
     while True:
         page = rt.list_tools(cursor)
         tools += page.model_dump(mode="json", by_alias=True, exclude_none=True)["tools"]
         cursor = page.next_cursor
         if cursor is None:
-            break
-    phases.done("list")
-    return tools
+            return tools
 
 
 def read_document(spec: str) -> Any:
@@ -127,10 +133,10 @@ def stats(tools: list[dict[str, Any]]) -> dict[str, Any]:
     parts = {"inputSchema": 0, "outputSchema": 0, "description": 0}
     sizes = []
     for tool in tools:
-        sizes.append((len(_compact(tool)), tool.get("name")))
+        sizes.append((len(compact(tool)), tool.get("name")))
         for key in parts:
             if key in tool:
-                parts[key] += len(_compact(tool[key]))
+                parts[key] += len(compact(tool[key]))
     sizes.sort(reverse=True)
     return {"parts": parts, "largest": sizes[:3], "median_tool": sizes[len(sizes) // 2][0] if sizes else 0}
 
@@ -150,7 +156,7 @@ def main() -> int:
             tools = fastmcp(args.spec, phases)
         else:
             tools = ours(args.spec, phases, runtime=args.mode == "ours-runtime")
-        data = _compact({"tools": tools})
+        data = compact({"tools": tools})
         phases.done("serialise")
         out.update(tools=len(tools), bytes=len(data))
         if args.dump:

@@ -249,16 +249,6 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-def _vmhwm_mb(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return float("nan")
-
-
 async def stdio_once(argv: list[str], env: dict[str, str], mode: str, limit: float) -> tuple[float, float, int]:
     """(seconds, peak RSS MB, tools): the SDK client launches the server and lists every page."""
     from mcp import Client
@@ -270,17 +260,10 @@ async def stdio_once(argv: list[str], env: dict[str, str], mode: str, limit: flo
         started = time.perf_counter()
         try:
             async with asyncio.timeout(limit), Client(stdio_client(params, errlog=errlog), mode=mode) as client:
-                tools: list[Any] = []
-                cursor = None
-                while True:
-                    page = await client.list_tools(cursor=cursor)
-                    tools += page.tools
-                    cursor = page.next_cursor
-                    if not cursor:
-                        break
+                tools = await c.tool_pages(client)
                 seconds = time.perf_counter() - started
-                spawned = [p for p in _children(os.getpid()) if p not in before]
-                rss = _vmhwm_mb(spawned[0]) if len(spawned) == 1 else float("nan")
+                spawned = [p for p in _children(os.getpid()) if p not in before]  # the server, still running
+                rss = c.vmhwm_mb(spawned[0]) if len(spawned) == 1 else float("nan")
         except Exception as e:
             errlog.seek(0)
             tail = " | ".join(ln.strip() for ln in errlog.read().strip().splitlines()[-3:])

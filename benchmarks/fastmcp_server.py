@@ -12,9 +12,13 @@ FastMCP's venv; imports nothing from openapi2mcp.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make the `benchmarks` package importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._list_child import read_document  # standard library only, like this script
 
 
 def main() -> int:
@@ -30,14 +34,9 @@ def main() -> int:
     args = parser.parse_args()
 
     import httpx2
-    import yaml
     from fastmcp import FastMCP
 
-    data = Path(args.spec).read_bytes()
-    if args.spec.endswith(".json"):
-        document = json.loads(data)
-    else:
-        document = yaml.load(data, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    document = read_document(args.spec)  # the same way as benchmarks/_list_child.py's fastmcp mode
     client = httpx2.AsyncClient(base_url=args.base_url, timeout=30)
     mcp = FastMCP.from_openapi(openapi_spec=document, client=client, name=document.get("info", {}).get("title", "api"))
     if args.transport == "stdio":

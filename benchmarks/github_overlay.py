@@ -24,7 +24,6 @@ import argparse
 import json
 import re
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -33,9 +32,9 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import _common as c
+from benchmarks._list_child import compact, served_tools
 
-ROOT = Path(__file__).resolve().parent.parent
-OVERLAY = ROOT / "overlays" / "github.yaml"
+OVERLAY = c.ROOT / "overlays" / "github.yaml"
 REPO = {"owner": "octocat", "repo": "Hello-World"}
 PAGES = 3  # the stand-in offers this many pages of every list
 
@@ -60,10 +59,6 @@ CALLS: list[tuple[str, dict[str, Any], str]] = [
 LIST_KEYS = ("items", "workflow_runs", "jobs")
 
 
-def compact(value: Any) -> bytes:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
-
-
 # ============================================================================ 1. tools/list
 
 
@@ -76,14 +71,7 @@ def overlay_listing(spec: Path) -> tuple[int, int, Any]:
 
     manifest = compile_manifest(load_spec(str(spec)), [read_overlay(OVERLAY)]).manifest
     rt = Runtime(manifest, environ={"OPENAPI2MCP_SIGNING_KEY": "benchmark-only-key-" + "x" * 20})
-    tools: list[dict[str, Any]] = []
-    cursor = None
-    while True:
-        page = rt.list_tools(cursor)
-        tools += page.model_dump(mode="json", by_alias=True, exclude_none=True)["tools"]
-        cursor = page.next_cursor
-        if cursor is None:
-            break
+    tools = served_tools(rt)
     return len(tools), len(compact({"tools": tools})), manifest
 
 
@@ -318,5 +306,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    with tempfile.TemporaryDirectory():
-        sys.exit(main())
+    sys.exit(main())

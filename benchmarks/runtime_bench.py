@@ -31,7 +31,7 @@ import argparse
 import asyncio
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -110,42 +110,51 @@ def _split(total: int, workers: int) -> list[int]:
     return [total // workers + (1 if i < total % workers else 0) for i in range(workers)]
 
 
+async def timed_batch(calls: list[Callable[[], Awaitable[str]]], total: int, limit: float | None) -> Batch:
+    """`total` calls spread over concurrent workers, one per entry of `calls`, within `limit` seconds;
+    each call returns "" when its answer is right, else why not. Latency counts right answers only."""
+    latencies: list[float] = []
+    problems: list[str] = []
+
+    async def worker(call: Callable[[], Awaitable[str]], n: int) -> None:
+        for _ in range(n):
+            t = time.perf_counter()
+            try:
+                why = await call()
+            except Exception as e:
+                why = f"{type(e).__name__}: {e}"
+            if why:
+                problems.append(why)
+            else:
+                latencies.append(time.perf_counter() - t)
+
+    started = time.perf_counter()
+    async with asyncio.timeout(limit):
+        await asyncio.gather(*(worker(call, n) for call, n in zip(calls, _split(total, len(calls)), strict=True)))
+    return Batch(latencies, time.perf_counter() - started, len(problems), problems[0] if problems else None)
+
+
 async def mcp_batch(url: str, mode: str, tool: str, concurrency: int, calls: int, per_call: float) -> Batch:
     """`calls` tool calls spread over `concurrency` sessions (set up before the clock starts)."""
     from contextlib import AsyncExitStack
 
     from mcp import Client
 
+    def get_pet(client: Any) -> Callable[[], Awaitable[str]]:
+        async def call() -> str:
+            result = await client.call_tool(tool, {"petId": PET_ID})
+            right = not result.is_error and _pet_id(result) == PET_ID
+            return "" if right else f"unexpected result: {str(result)[:200]}"
+
+        return call
+
     async with AsyncExitStack() as stack:
-        clients = []
+        workers = []
         for _ in range(concurrency):
             client = await stack.enter_async_context(Client(url, mode=mode, read_timeout_seconds=per_call))
             await client.list_tools()  # the SDK fetches output schemas once per session anyway
-            clients.append(client)
-        latencies: list[float] = []
-        problems: list[str] = []
-
-        async def worker(client: Any, n: int) -> None:
-            for _ in range(n):
-                t = time.perf_counter()
-                try:
-                    result = await client.call_tool(tool, {"petId": PET_ID})
-                    ok = not result.is_error and _pet_id(result) == PET_ID
-                    why = "" if ok else f"unexpected result: {str(result)[:200]}"
-                except Exception as e:
-                    ok, why = False, f"{type(e).__name__}: {e}"
-                if ok:
-                    latencies.append(time.perf_counter() - t)
-                else:
-                    problems.append(why)
-
-        started = time.perf_counter()
-        await asyncio.wait_for(
-            asyncio.gather(*(worker(cl, n) for cl, n in zip(clients, _split(calls, concurrency), strict=True))),
-            timeout=per_call * max(1, calls // concurrency),
-        )
-        wall = time.perf_counter() - started
-    return Batch(latencies, wall, len(problems), problems[0] if problems else None)
+            workers.append(get_pet(client))
+        return await timed_batch(workers, calls, limit=per_call * max(1, calls // concurrency))
 
 
 def _pet_id(result: Any) -> Any:
@@ -159,30 +168,15 @@ async def direct_batch(upstream: str, concurrency: int, calls: int, per_call: fl
     """The same request straight to the upstream with httpx2 (one pooled client)."""
     import httpx2
 
-    latencies: list[float] = []
-    problems: list[str] = []
     limits = httpx2.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx2.AsyncClient(base_url=upstream, timeout=per_call, limits=limits, trust_env=False) as http:
         await http.get(f"/pets/{PET_ID}")  # connect before timing
 
-        async def worker(n: int) -> None:
-            for _ in range(n):
-                t = time.perf_counter()
-                try:
-                    r = await http.get(f"/pets/{PET_ID}")
-                    ok = r.status_code == 200 and r.json().get("id") == PET_ID
-                    why = "" if ok else f"HTTP {r.status_code}"
-                except Exception as e:
-                    ok, why = False, f"{type(e).__name__}: {e}"
-                if ok:
-                    latencies.append(time.perf_counter() - t)
-                else:
-                    problems.append(why)
+        async def get_pet() -> str:
+            r = await http.get(f"/pets/{PET_ID}")
+            return "" if r.status_code == 200 and r.json().get("id") == PET_ID else f"HTTP {r.status_code}"
 
-        started = time.perf_counter()
-        await asyncio.gather(*(worker(n) for n in _split(calls, concurrency)))
-        wall = time.perf_counter() - started
-    return Batch(latencies, wall, len(problems), problems[0] if problems else None)
+        return await timed_batch([get_pet] * concurrency, calls, limit=None)
 
 
 # ============================================================================ measurements

@@ -77,6 +77,15 @@ def redact_arguments(
     return {k: "***" if k in names else walk(v, k) for k, v in arguments.items()}
 
 
+def _line(record: Mapping[str, Any]) -> bytes:
+    """One JSON line, UTF-8. A lone surrogate (JSON allows "\\ud800" in arguments) is written escaped."""
+    text = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
+    try:
+        return (text + "\n").encode()
+    except UnicodeEncodeError:
+        return (json.dumps(record, separators=(",", ":"), default=str) + "\n").encode()
+
+
 class AuditLog:
     """An append-only JSON-lines target: a file, or stderr (`-`)."""
 
@@ -94,11 +103,9 @@ class AuditLog:
 
     def write(self, record: Mapping[str, Any]) -> None:
         """Append one line (one write call); AuditError when it cannot be written in full."""
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
-        if len(line) > MAX_LINE and "arguments" in record:
-            line = json.dumps({**record, "arguments": "(too large for one line)"}, ensure_ascii=False,
-                              separators=(",", ":"), default=str)
-        data = (line + "\n").encode()
+        data = _line(record)
+        if len(data) > MAX_LINE and "arguments" in record:
+            data = _line({**record, "arguments": "(too large for one line)"})
         with self._lock:
             try:
                 written = os.write(self._fd, data)

@@ -197,7 +197,10 @@ def load_static_tokens(environ: Mapping[str, str], tokens_file: str | None = Non
             text = Path(path).read_text(encoding="utf-8")
         except OSError as e:
             raise ConfigError(f"auth tokens file {path}: cannot read it: {e.strerror}") from None
-        for token, grant in _parse_token_file(text, path).items():
+        from_file = _parse_token_file(text, path)
+        if not from_file:  # asked for auth and got none: never serve without it by accident
+            raise ConfigError(f"auth tokens file {path}: no tokens in it")
+        for token, grant in from_file.items():
             if token in grants:
                 raise ConfigError(f"{path}: a token is also in {AUTH_TOKENS_VAR}")
             grants[token] = grant
@@ -566,7 +569,7 @@ def _tool_calls(body: bytes) -> list[tuple[Any, str, Any]]:
     """(id, tool name, arguments) of each `tools/call` request in a JSON-RPC body (a message or a batch)."""
     try:
         data = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON (or nested past the parser): the MCP app answers it
         return []
     out: list[tuple[Any, str, Any]] = []
     for message in data if isinstance(data, list) else [data]:

@@ -26,17 +26,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from openapi2mcp.compile import (
-    PROJECTION_BASE_DEPTH,
+    Arg,
+    Context,
     Operation,
-    _Arg,
-    _check_value,
-    _Context,
-    _convert,
-    _operation_args,
-    _operation_spec,
-    _response_schema,
-    _success_response,
+    check_value,
     find_operation,
+    operation_args,
+    operation_spec,
+    output_kind,
+    response_base,
+    success_response,
+    unknown_operation,
 )
 from openapi2mcp.errors import InputError, Problem, did_you_mean
 from openapi2mcp.manifest import (
@@ -59,7 +59,7 @@ _TEXT_TYPES = ("application/xml", "application/yaml", "application/x-yaml", "app
 
 
 def compile_catalog(
-    ctx: _Context, overlay: ToolOverlay | None, doc: OverlayFile | None, tools: Sequence[ToolSpec]
+    ctx: Context, overlay: ToolOverlay | None, doc: OverlayFile | None, tools: Sequence[ToolSpec]
 ) -> tuple[list[ToolSpec], list[ResourceSpec], list[PromptSpec]]:
     """Resources, prompts and tool links of the overlay; raises InputError listing every problem."""
     if overlay is None or doc is None:
@@ -122,7 +122,7 @@ def _unique(doc: OverlayFile, section: str, values: list[str], what: str, key: s
 
 
 def _resource(
-    ctx: _Context, rdef: ResourceDef, overlay: ToolOverlay, tools: Sequence[ToolSpec], doc: OverlayFile, at: KeyPath
+    ctx: Context, rdef: ResourceDef, overlay: ToolOverlay, tools: Sequence[ToolSpec], doc: OverlayFile, at: KeyPath
 ) -> tuple[ResourceSpec, UriTemplate]:
     try:
         template = UriTemplate.parse(rdef.uri)
@@ -131,12 +131,7 @@ def _resource(
                                      hint="e.g. notes://{+path} (a path) or pets://{petId} (one segment)")) from None
     op = find_operation(ctx, rdef.operation)
     if op is None:
-        ids = [k for k in ctx.ops if " " not in k] or list(ctx.ops)
-        hint = did_you_mean(rdef.operation, ids)
-        raise InputError(doc.problem(
-            (*at, "operation"), f"unknown operation {rdef.operation!r}" + (f"; {hint}" if hint else ""),
-            hint='use an operationId from the spec, or "METHOD /path"',
-        ))
+        raise unknown_operation(ctx, rdef.operation, doc, (*at, "operation"))
     if op.method != "GET":
         raise InputError(doc.problem(
             (*at, "operation"),
@@ -144,8 +139,8 @@ def _resource(
             "safe, so its operation must be a GET",
             hint="expose an operation that changes data as a tool, where risk and confirmation apply",
         ))
-    forbidden = [t.name for t in tools if t.risk == "forbidden"
-                 and any(s.operation.id == op.id for b in t.branches for s in b.steps)]
+    readers = [t for t in tools if any(s.operation.id == op.id for b in t.branches for s in b.steps)]
+    forbidden = [t.name for t in readers if t.risk == "forbidden"]
     if forbidden:
         raise InputError(doc.problem(
             (*at, "operation"),
@@ -153,16 +148,15 @@ def _resource(
             hint="a forbidden operation is never exposed, as a tool or as a resource",
         ))
 
-    args = _operation_args(ctx, op)
+    args = operation_args(ctx, op)
     variables = _bind_variables(op.id, args, template, rdef, doc, at)
     spec_response = _resource_response(ctx, op, rdef, doc, at)
-    operation = _operation_spec(ctx, op, args)
+    operation = operation_spec(ctx, op, args)
     meta: dict[str, Any] = {"openapi2mcp/operation": op.id}
     if rdef.permissions is not None:
         permissions = list(rdef.permissions)
     else:  # what a tool reading the same operation needs: a resource is no back door around it
-        users = [t for t in tools if any(s.operation.id == op.id for b in t.branches for s in b.steps)]
-        permissions = list(users[0].permissions) if users else []
+        permissions = list(readers[0].permissions) if readers else []
     return ResourceSpec(
         permissions=permissions,
         name=rdef.name,
@@ -178,11 +172,11 @@ def _resource(
 
 
 def _bind_variables(
-    op_id: str, args: list[_Arg], template: UriTemplate, rdef: ResourceDef, doc: OverlayFile, at: KeyPath
+    op_id: str, args: list[Arg], template: UriTemplate, rdef: ResourceDef, doc: OverlayFile, at: KeyPath
 ) -> dict[str, dict[str, Any]]:
     """URI variables and fixed `params` -> the operation's arguments; the rest is hidden."""
     params = [a for a in args if a.location not in ("body", "body*")]
-    by_key: dict[str, _Arg] = {}
+    by_key: dict[str, Arg] = {}
     for a in params:
         by_key.setdefault(a.wire, a)
         by_key.setdefault(a.name, a)
@@ -213,7 +207,7 @@ def _bind_variables(
             problems.append(doc.problem(where, f"{key!r} is already given by the URI variable; remove one of them"))
             continue
         try:
-            _check_value(arg.schema, value, "value")
+            check_value(arg.schema, value, "value")
         except ValueError as e:
             problems.append(doc.problem(where, str(e)))
             continue
@@ -240,24 +234,23 @@ def _bind_variables(
 
 
 def _resource_response(
-    ctx: _Context, op: Operation, rdef: ResourceDef, doc: OverlayFile, at: KeyPath
+    ctx: Context, op: Operation, rdef: ResourceDef, doc: OverlayFile, at: KeyPath
 ) -> tuple[ResponseSpec, str | None]:
     """The response plan and the MIME type the resource declares (None: the upstream's)."""
     select = rdef.response.select if rdef.response else None
     max_bytes = (rdef.response.max_bytes if rdef.response and rdef.response.max_bytes else RESOURCE_MAX_BYTES)
     mime = rdef.mime_type
-    raw = _response_schema(ctx, op)
     if select is None:
         if mime is None:
-            mime = "application/json" if raw is not None else _documented_media(ctx, op)
+            mime = "application/json" if output_kind(ctx, op) == "json" else _documented_media(ctx, op)
         return ResponseSpec(max_bytes=max_bytes), mime
     where = (*at, "response", "select")
-    if raw is None:
+    base = response_base(ctx, op)
+    if base is None:
         raise InputError(doc.problem(
             where, f"`select` needs a JSON response, but {op.id!r} documents none",
             hint="remove `select`: the response body becomes the resource's content as it is",
         ))
-    base = _convert(ctx, raw, "output", op.pointer + "/responses", PROJECTION_BASE_DEPTH)
     try:
         projected = project_schema(select, base)
     except ProjectionError as e:
@@ -274,8 +267,8 @@ def _resource_response(
     return ResponseSpec(select=select, max_bytes=max_bytes), mime
 
 
-def _documented_media(ctx: _Context, op: Operation) -> str | None:
-    resp = _success_response(ctx, op)
+def _documented_media(ctx: Context, op: Operation) -> str | None:
+    resp = success_response(ctx, op)
     content = resp.get("content") if resp else None
     if isinstance(content, dict) and len(content) == 1:
         media = str(next(iter(content)))

@@ -17,7 +17,6 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
@@ -25,7 +24,6 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 import typer
 
 if TYPE_CHECKING:
-    from openapi2mcp.auth import AuthOptions
     from openapi2mcp.compile import Compiled
     from openapi2mcp.manifest import Manifest
 
@@ -319,18 +317,18 @@ def serve(
     """Serve the tools over MCP (stdio by default, or Streamable HTTP) and forward calls upstream."""
 
     def run() -> None:
-        _logging(log_level)
         m = _manifest_for_serve(spec, overlay, manifest, all_operations, strict, allow_remote_refs, ref_root)
-        if base_url:
-            m = m.model_copy(update={"upstream": m.upstream.model_copy(update={"base_url": base_url})})
         from openapi2mcp.auth import AuthOptions  # after the Manifest: its peak is not stacked on the SDK's
+        from openapi2mcp.package_runner import RunOptions
+        from openapi2mcp.package_runner import serve as serve_manifest
 
-        access = _Access(AuthOptions(tokens_file=str(auth_tokens) if auth_tokens else None, jwks_url=jwks_url,
-                                     issuer=issuer, audience=audience, auth_server=auth_server,
-                                     resource_url=resource_url, no_auth=no_auth), scopes, rate_limit)
-        safety = _Safety(auto_approve, audit_log, sse)
-        _run_server(m, transport, host, port, path, stateless, allowed_host, allowed_origin, log_level, access,
-                    safety)
+        auth = AuthOptions(tokens_file=str(auth_tokens) if auth_tokens else None, jwks_url=jwks_url, issuer=issuer,
+                           audience=audience, auth_server=auth_server, resource_url=resource_url, no_auth=no_auth)
+        options = RunOptions(auth=auth, transport=transport.value, host=host, port=port, path=path,
+                             stateless=stateless, allowed_hosts=allowed_host, allowed_origins=allowed_origin,
+                             base_url=base_url, log_level=log_level, scopes=scopes, rate_limit=rate_limit,
+                             auto_approve=auto_approve, audit_log=audit_log, sse=sse)
+        serve_manifest(m, options, prog="openapi2mcp")
 
     _guarded(run)
 
@@ -358,77 +356,6 @@ def _manifest_for_serve(
     if not spec:
         _fail("give a SPEC (with --overlay or --all-operations), or --manifest FILE")
     return _compile(spec, overlay, all_operations, strict, remote, ref_root=ref_root).manifest
-
-
-def _run_server(
-    m: Manifest,
-    transport: Transport,
-    host: str,
-    port: int,
-    path: str,
-    stateless: bool,
-    allowed_hosts: list[str] | None,
-    allowed_origins: list[str] | None,
-    log_level: str,
-    access: _Access | None = None,
-    safety: _Safety | None = None,
-) -> None:
-    import anyio
-
-    from openapi2mcp.access import local_caller, parse_scopes
-    from openapi2mcp.auth import AuthOptions, auth_config
-    from openapi2mcp.limits import parse_rate_limit
-    from openapi2mcp.runtime import ConfigError, Runtime, serve_http, serve_stdio, transport_security
-
-    access = access or _Access(AuthOptions())
-    try:
-        limit = parse_rate_limit(access.rate_limit) if access.rate_limit else None
-    except ValueError as e:
-        raise ConfigError(f"--rate-limit: {e}") from None
-    local = local_caller("stdio" if transport is Transport.stdio else "http", parse_scopes(access.scopes))
-    # configuration errors (a missing variable, a bad URL) before anything is served
-    safety = safety or _Safety()
-    runtime = Runtime(m, local=local, rate_limit=limit, auto_approve=safety.auto_approve, audit_log=safety.audit_log)
-    if transport is Transport.stdio:
-        anyio.run(lambda: serve_stdio(m, runtime=runtime, log_level=log_level))
-        return
-    transport_security(host, allowed_hosts, allowed_origins)  # a non-loopback bind must name its hosts
-    auth = auth_config(access.auth, host=host, environ=os.environ)  # ... and needs auth or --no-auth
-    listed = len(runtime.tool_names)
-    typer.echo(f"openapi2mcp: serving {listed} tool(s) at http://{_url_host(host)}:{port}{path} "
-               f"(auth: {auth.describe()})", err=True)
-    anyio.run(lambda: serve_http(m, host=host, port=port, path=path, stateless=stateless, runtime=runtime,
-                                 allowed_hosts=allowed_hosts, allowed_origins=allowed_origins, log_level=log_level,
-                                 auth=auth, no_auth=access.auth.no_auth, json_response=not safety.sse))
-
-
-@dataclass(frozen=True)
-class _Access:
-    """serve's access flags: auth (HTTP), the local user's scopes, the server's rate limit."""
-
-    auth: AuthOptions
-    scopes: str | None = None
-    rate_limit: str | None = None
-
-
-@dataclass(frozen=True)
-class _Safety:
-    """serve's safety flags (docs/safety.md): auto-approved risks, the audit log, SSE answers (HTTP)."""
-
-    auto_approve: str | None = None
-    audit_log: str | None = None
-    sse: bool = False
-
-
-def _url_host(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
-
-
-def _logging(level: str) -> None:
-    import logging
-
-    logging.basicConfig(level=level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 @app.command()

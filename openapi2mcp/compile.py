@@ -14,6 +14,12 @@ What happens, in order:
 
 Anything the overlay names that does not exist is an error with file, line and a suggestion; a
 problem in the spec that can be worked around is a warning with its JSON pointer.
+
+The stage has three more parts, each importing this module's building blocks: tasks.py (actions,
+variants, chains, paging), contract.py (seed 002's confirmation, dry run, idempotency) and
+catalog.py (resources, prompts, result links). The names here without an underscore (Context,
+Operation, Arg, Use, operation_args, operation_spec, ...) are that shared surface; outside the
+stage only compile_manifest and Compiled are used.
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ from openapi2mcp.overlay import (
     ParamDef,
     RateLimitDef,
     ResponseDef,
+    RetriesDef,
     ToolDef,
     ToolOverlay,
     apply_oai_overlays,
@@ -85,6 +92,8 @@ DEFAULT_RISK: dict[str, Risk] = {
 # Header parameters OpenAPI says to ignore: the HTTP layer sets them.
 _IGNORED_HEADERS = frozenset({"accept", "content-type", "authorization"})
 _ARG_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
+# Argument names that hold secrets: their values are redacted in logs and audit lines.
+SENSITIVE_NAME = re.compile(r"pass(word)?|secret|token|api[-_]?key|credential", re.I)
 RAW_DESCRIPTION_LIMIT = 1024
 # Output schemas describe the shape of results to the model and let clients validate them.
 # Deeper than this they say "an object" / "an array" without the contents: real response schemas
@@ -122,7 +131,7 @@ class Operation:
 
 
 @dataclass
-class _Arg:
+class Arg:
     """A model-visible argument under construction."""
 
     name: str
@@ -140,14 +149,16 @@ class _Arg:
 
 
 @dataclass
-class _Context:
+class Context:
+    """What compiling one spec shares: the document, its converter and operations, the warnings."""
+
     spec: LoadedSpec
     document: dict[str, Any]
     converter: SchemaConverter
     ops: dict[str, Operation]
     warnings: list[SpecWarning] = field(default_factory=list)
-    auth: AuthSpec = field(default_factory=AuthSpec)
     auth_params: set[tuple[str, str]] = field(default_factory=set)  # (location, lower-case name)
+    bodies: dict[str, RequestBody | None] = field(default_factory=dict)  # request_body() per operation pointer
 
     def warn(self, message: str, pointer: str, hint: str | None = None) -> None:
         self.warnings.append(SpecWarning(message=message, location={"pointer": pointer}, hint=hint))
@@ -177,12 +188,12 @@ def compile_manifest(
         )
     document = apply_oai_overlays(spec.document, [o for o in overlays if o.oai is not None])
     converter = SchemaConverter(document, openapi31=spec.openapi_version.startswith("3.1"))
-    ctx = _Context(spec=spec, document=document, converter=converter, ops={})
+    ctx = Context(spec=spec, document=document, converter=converter, ops={})
     ctx.ops = index_operations(document, ctx)
     if not ctx.ops:
         raise InputError.at("the spec has no operations under `paths`", file=spec.source, pointer="/paths")
     tool_overlay = doc_overlay.tools if doc_overlay else None
-    upstream = _upstream(ctx, tool_overlay, doc_overlay)
+    upstream = _upstream(ctx, tool_overlay)
 
     tools: list[ToolSpec] = []
     used: set[str] = set()
@@ -222,7 +233,7 @@ def compile_manifest(
 # ============================================================================ the operation index
 
 
-def index_operations(document: dict[str, Any], ctx: _Context) -> dict[str, Operation]:
+def index_operations(document: dict[str, Any], ctx: Context) -> dict[str, Operation]:
     """operationId -> Operation and "METHOD /path" -> Operation, in spec order."""
     out: dict[str, Operation] = {}
     paths = document.get("paths") or {}
@@ -260,7 +271,7 @@ def index_operations(document: dict[str, Any], ctx: _Context) -> dict[str, Opera
     return out
 
 
-def _params(ctx: _Context, raw: Any, pointer: str) -> list[tuple[dict[str, Any], str]]:
+def _params(ctx: Context, raw: Any, pointer: str) -> list[tuple[dict[str, Any], str]]:
     out = []
     for i, p in enumerate(raw or [] if isinstance(raw, list) else []):
         at = f"{pointer}/{i}"
@@ -288,7 +299,7 @@ def _unique_ops(ops: dict[str, Operation]) -> list[Operation]:
     return out
 
 
-def find_operation(ctx: _Context, ref: str) -> Operation | None:
+def find_operation(ctx: Context, ref: str) -> Operation | None:
     op = ctx.ops.get(ref)
     if op is None:
         method, _, path = ref.strip().partition(" ")
@@ -304,7 +315,7 @@ class Use:
     """One operation as a tool, or as one branch of a tool, uses it: compiled."""
 
     op: Operation
-    args: list[_Arg]  # every argument, fixed and hidden ones included
+    args: list[Arg]  # every argument, fixed and hidden ones included
     operation: OperationSpec
     output_schema: dict[str, Any] | None  # the result's schema (projected, wrapped)
     output_kind: str  # "json" (a schema), "empty" (no body documented) or "other"
@@ -314,14 +325,14 @@ class Use:
     extra_inputs: dict[str, dict[str, Any]] = field(default_factory=dict)  # limit / cursor
 
     @property
-    def visible(self) -> list[_Arg]:
+    def visible(self) -> list[Arg]:
         return [a for a in self.args if not a.fixed and not a.hidden]
 
     def input_schema(self) -> dict[str, Any]:
         return _input_schema(self.args, self.extra_inputs)
 
 
-def unknown_operation(ctx: _Context, ref: str, doc: OverlayFile, where: KeyPath) -> InputError:
+def unknown_operation(ctx: Context, ref: str, doc: OverlayFile, where: KeyPath) -> InputError:
     ids = [k for k in ctx.ops if " " not in k] or list(ctx.ops)
     hint = did_you_mean(ref, ids)
     return InputError(doc.problem(
@@ -337,8 +348,15 @@ def response_def_of(own: ResponseDef | None, overlay: ToolOverlay) -> ResponseDe
     return own or (overlay.defaults.response if overlay.defaults else None)
 
 
+def response_spec(rdef: ResponseDef | None) -> ResponseSpec:
+    """The result plan an overlay `response` asks for (the wrap key comes from the result's schema)."""
+    if rdef is None:
+        return ResponseSpec()
+    return ResponseSpec(select=rdef.select, max_items=rdef.max_items, max_bytes=rdef.max_bytes or 64_000)
+
+
 def compile_use(
-    ctx: _Context,
+    ctx: Context,
     ref: str,
     params: dict[str, ParamDef],
     risk: Risk | None,
@@ -346,36 +364,32 @@ def compile_use(
     pagination_def: PaginationDef | None,
     doc: OverlayFile,
     at: KeyPath,
-    *,
-    ref_key: str = "operation",
 ) -> Use:
     """Compile one operation with its `params`, `response` and `pagination` overrides."""
     op = find_operation(ctx, ref)
     if op is None:
-        raise unknown_operation(ctx, ref, doc, (*at, ref_key))
-    args = _operation_args(ctx, op)
+        raise unknown_operation(ctx, ref, doc, (*at, "operation"))
+    args = operation_args(ctx, op)
     args = _apply_param_defs(ctx, op, args, params, doc, at)
     chosen: Risk = risk or DEFAULT_RISK.get(op.method, "medium")
-    output_schema, wrap = _output_schema(ctx, op, OUTPUT_DEPTH_TOOL)
-    response = ResponseSpec(
-        select=response_def.select if response_def else None,
-        max_items=response_def.max_items if response_def else None,
-        max_bytes=(response_def.max_bytes if response_def and response_def.max_bytes else 64_000),
-        wrap=wrap,
-    )
-    use = Use(op=op, args=args, operation=_operation_spec(ctx, op, args), output_schema=output_schema,
-              output_kind=_output_kind(ctx, op), response=response, risk=chosen)
+    response = response_spec(response_def)
+    use = Use(op=op, args=args, operation=operation_spec(ctx, op, args), output_schema=None,
+              output_kind=output_kind(ctx, op), response=response, risk=chosen)
+    # the output schema is the response's, projected by `select` or remade by paging: converted once
     if pagination_def is not None:
         from openapi2mcp.tasks import paginate
 
         return paginate(ctx, use, pagination_def, doc, (*at, "pagination"), at)
     if response.select:
         use.output_schema, use.response = _projected_output(ctx, op, response, doc, (*at, "response", "select"))
+    else:
+        use.output_schema, wrap = _output_schema(ctx, op, OUTPUT_DEPTH_TOOL)
+        use.response = response.model_copy(update={"wrap": wrap})
     return use
 
 
 def _overlay_tool(
-    ctx: _Context, tdef: ToolDef, overlay: ToolOverlay, doc: OverlayFile, at: KeyPath
+    ctx: Context, tdef: ToolDef, overlay: ToolOverlay, doc: OverlayFile, at: KeyPath
 ) -> ToolSpec:
     if tdef.operation is None:
         from openapi2mcp.tasks import task_tool
@@ -388,22 +402,18 @@ def _overlay_tool(
     use, extra = adjust_use(ctx, use, tdef, None, doc, at)
     op, risk = use.op, use.risk
     input_schema = use.input_schema()
-    output_schema = use.output_schema
     units = dict(tdef.units)
-    if units:
-        output_schema = copy.deepcopy(output_schema)  # converted schemas are shared between tools
-        _apply_units(input_schema, output_schema, units, doc, (*at, "units"))
-    description = tdef.description or _op_description(op, limit=None)
+    output_schema = apply_units(input_schema, use.output_schema, units, doc, (*at, "units"))
+    description = tdef.description or op_description(op, limit=None)
     description += units_line(units, use.args)
     if use.pagination is not None:
         from openapi2mcp.tasks import paging_sentence
 
         description += "\n" + paging_sentence(use.pagination)
-    annotations = _annotations(op.method, risk, tdef.title, tdef.annotations.model_dump(
-        by_alias=True, exclude_none=True) if tdef.annotations else {})
+    annotations = tool_annotations([(op.method, risk)], tdef.title, annotation_overrides(tdef))
     return finish_tool(ToolSpec(
         name=tdef.name,
-        title=tdef.title or _op_title(op),
+        title=tdef.title or op_title(op),
         description=description.strip(),
         input_schema=input_schema,
         output_schema=output_schema,
@@ -422,12 +432,17 @@ def _overlay_tool(
     ), tdef, {"default": extra}, doc, at)
 
 
+def annotation_overrides(tdef: ToolDef) -> dict[str, Any]:
+    """The hints the overlay sets itself; they win over the derived ones."""
+    return tdef.annotations.model_dump(by_alias=True, exclude_none=True) if tdef.annotations else {}
+
+
 def failure_modes(tdef: ToolDef) -> dict[str, FailureMode]:
     return {k: FailureMode(code=v.code, message=v.message, retryable=v.retryable)
             for k, v in tdef.failure_modes.items()}
 
 
-def units_line(units: dict[str, str], args: Iterable[_Arg]) -> str:
+def units_line(units: dict[str, str], args: Iterable[Arg]) -> str:
     """The tool description's unit summary: `units` plus the `unit` of each argument, once each."""
     merged = dict(units)
     for a in args:
@@ -439,8 +454,8 @@ def units_line(units: dict[str, str], args: Iterable[_Arg]) -> str:
 
 
 def _apply_param_defs(
-    ctx: _Context, op: Operation, args: list[_Arg], params: dict[str, ParamDef], doc: OverlayFile, at: KeyPath
-) -> list[_Arg]:
+    ctx: Context, op: Operation, args: list[Arg], params: dict[str, ParamDef], doc: OverlayFile, at: KeyPath
+) -> list[Arg]:
     """Rename, narrow, fix or hide arguments as the overlay's `params` say."""
     by_wire = {a.wire: a for a in args}
     by_name = {a.name: a for a in args}
@@ -463,7 +478,7 @@ def _apply_param_defs(
             problems.append(doc.problem(where, str(e)))
     if problems:
         raise InputError(problems)
-    names: dict[str, _Arg] = {}
+    names: dict[str, Arg] = {}
     for a in args:
         if a.fixed or a.hidden:
             continue
@@ -477,8 +492,8 @@ def _apply_param_defs(
 
 
 def _match_param(
-    key: str, pdef: ParamDef, by_wire: dict[str, _Arg], by_name: dict[str, _Arg]
-) -> tuple[_Arg | None, str]:
+    key: str, pdef: ParamDef, by_wire: dict[str, Arg], by_name: dict[str, Arg]
+) -> tuple[Arg | None, str]:
     """Find the argument a `params` key means; returns it and the name the model will see."""
     found = by_wire.get(key) or by_name.get(key)
     if pdef.rename is None:
@@ -493,14 +508,14 @@ def _match_param(
     return None, key
 
 
-def _apply_param_def(arg: _Arg, model_name: str, pdef: ParamDef) -> None:
+def _apply_param_def(arg: Arg, model_name: str, pdef: ParamDef) -> None:
     if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", model_name):
         raise ValueError(f"argument name {model_name!r} is invalid: use 1-64 of A-Za-z0-9_.-")
     arg.name = model_name
     arg.sensitive = arg.sensitive or pdef.sensitive
     if pdef.has("value"):
         arg.fixed, arg.value = True, pdef.value
-        _check_value(arg.schema, pdef.value, "value")
+        check_value(arg.schema, pdef.value, "value")
         return
     if pdef.hidden:
         if arg.required:
@@ -514,7 +529,7 @@ def _apply_param_def(arg: _Arg, model_name: str, pdef: ParamDef) -> None:
         schema[kw] = val
     if "enum" in pdef.model_fields_set and pdef.enum is not None:
         for v in pdef.enum:
-            _check_value(base, v, "enum value")
+            check_value(base, v, "enum value")
     if pdef.description is not None:
         schema["description"] = pdef.description
     if pdef.unit:
@@ -525,7 +540,7 @@ def _apply_param_def(arg: _Arg, model_name: str, pdef: ParamDef) -> None:
             raise ValueError(f"{arg.wire!r} is required by the spec; making it optional needs a `default`")
         arg.required = pdef.required
     if "default" in schema:
-        _check_value(schema, schema["default"], "default")
+        check_value(schema, schema["default"], "default")
     arg.schema = schema
 
 
@@ -548,7 +563,7 @@ def _check_keyword(kw: str, value: Any, schema: dict[str, Any]) -> None:
 
 
 
-def _check_value(schema: dict[str, Any], value: Any, what: str) -> None:
+def check_value(schema: dict[str, Any], value: Any, what: str) -> None:
     if _has_ref(schema):
         return  # recursive parts need the root's $defs; the runtime validates these anyway
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(value), key=lambda e: e.path)
@@ -567,20 +582,20 @@ def _has_ref(schema: Any) -> bool:
 # ============================================================================ raw tools (1:1)
 
 
-def _raw_tool(ctx: _Context, op: Operation, name: str) -> ToolSpec:
-    args = _operation_args(ctx, op)
+def _raw_tool(ctx: Context, op: Operation, name: str) -> ToolSpec:
+    args = operation_args(ctx, op)
     risk: Risk = DEFAULT_RISK.get(op.method, "medium")
     output_schema, wrap = _output_schema(ctx, op, OUTPUT_DEPTH_RAW)
     if output_schema is not None:
         output_schema = limit_size(output_schema, RAW_OUTPUT_BUDGET)
     return ToolSpec(
         name=name,
-        title=_op_title(op),
-        description=_op_description(op, limit=RAW_DESCRIPTION_LIMIT),
+        title=op_title(op),
+        description=op_description(op, limit=RAW_DESCRIPTION_LIMIT),
         input_schema=limit_size(_input_schema(args), RAW_INPUT_BUDGET),
         output_schema=output_schema,
-        annotations=_annotations(op.method, risk, None, {}),
-        branches=[Branch(key="default", steps=[Step(id="call", operation=_operation_spec(ctx, op, args))], risk=risk)],
+        annotations=tool_annotations([(op.method, risk)], None, {}),
+        branches=[Branch(key="default", steps=[Step(id="call", operation=operation_spec(ctx, op, args))], risk=risk)],
         response=ResponseSpec(wrap=wrap),
         risk=risk,
         category=(op.node.get("tags") or [None])[0] if isinstance(op.node.get("tags"), list) else None,
@@ -619,9 +634,9 @@ def _check_unique(tools: list[ToolSpec], doc: OverlayFile) -> None:
 # ============================================================================ arguments of an operation
 
 
-def _operation_args(ctx: _Context, op: Operation) -> list[_Arg]:
+def operation_args(ctx: Context, op: Operation) -> list[Arg]:
     """Every argument an operation takes, as the model would see it 1:1."""
-    args: list[_Arg] = []
+    args: list[Arg] = []
     for p, at in op.params:
         loc, wire = p["in"], p["name"]
         if loc == "header" and wire.lower() in _IGNORED_HEADERS:
@@ -642,25 +657,25 @@ def _operation_args(ctx: _Context, op: Operation) -> list[_Arg]:
         spec = ParamSpec(name=wire, location=loc, style=str(style), explode=bool(explode),
                          allow_reserved=p.get("allowReserved") is True, required=required,
                          content_type=content_type)
-        args.append(_Arg(name=_arg_name(wire), wire=wire, location=loc, schema=schema, required=required,
-                         param=spec, sensitive=_is_sensitive(wire, schema)))
+        args.append(Arg(name=_arg_name(wire), wire=wire, location=loc, schema=schema, required=required,
+                        param=spec, sensitive=_is_sensitive(wire, schema)))
     args.extend(_body_args(ctx, op, {a.name for a in args}))
     return _dedupe_names(args)
 
 
-def _param_schema(ctx: _Context, p: dict[str, Any], at: str) -> tuple[dict[str, Any], str | None]:
+def _param_schema(ctx: Context, p: dict[str, Any], at: str) -> tuple[dict[str, Any], str | None]:
     if "schema" in p:
-        return _convert(ctx, p["schema"], "input", at + "/schema"), None
+        return convert(ctx, p["schema"], "input", at + "/schema"), None
     content = p.get("content")
     if isinstance(content, dict) and content:
         media, mt = next(iter(content.items()))
         schema = mt.get("schema") if isinstance(mt, dict) else None
-        return _convert(ctx, schema or {}, "input", at + "/content"), str(media)
+        return convert(ctx, schema or {}, "input", at + "/content"), str(media)
     return {"type": "string"}, None
 
 
-def _convert(
-    ctx: _Context, schema: Any, mode: str, pointer: str, max_depth: int | None = None
+def convert(
+    ctx: Context, schema: Any, mode: str, pointer: str, max_depth: int | None = None
 ) -> dict[str, Any]:
     try:
         return ctx.converter.convert(schema, "input" if mode == "input" else "output", max_depth)
@@ -670,7 +685,7 @@ def _convert(
 
 
 @dataclass
-class _Body:
+class RequestBody:
     media: str
     schema: Any  # the raw OpenAPI schema of that media type
     required: bool
@@ -678,8 +693,18 @@ class _Body:
     encoding: dict[str, Any]
 
 
-def _request_body(ctx: _Context, op: Operation) -> _Body | None:
-    """The request body in the media type we will send (JSON first, then forms, then others)."""
+def request_body(ctx: Context, op: Operation) -> RequestBody | None:
+    """The request body in the media type we will send (JSON first, then forms, then others).
+
+    Resolved once per operation: the arguments, the call plan and a chain step all read it, and a
+    broken body must be reported once.
+    """
+    if op.pointer not in ctx.bodies:
+        ctx.bodies[op.pointer] = _resolve_request_body(ctx, op)
+    return ctx.bodies[op.pointer]
+
+
+def _resolve_request_body(ctx: Context, op: Operation) -> RequestBody | None:
     raw = op.node.get("requestBody")
     if raw is None:
         return None
@@ -698,16 +723,17 @@ def _request_body(ctx: _Context, op: Operation) -> _Body | None:
     desc = body.get("description")
     encoding = mt.get("encoding") if isinstance(mt.get("encoding"), dict) else {}
     assert isinstance(encoding, dict)
-    return _Body(media=media, schema=mt.get("schema", {}), required=body.get("required") is True,
-                 description=desc if isinstance(desc, str) and desc.strip() else None, encoding=encoding)
+    return RequestBody(media=media, schema=mt.get("schema", {}), required=body.get("required") is True,
+                       description=desc if isinstance(desc, str) and desc.strip() else None,
+                       encoding=encoding)
 
 
-def _body_args(ctx: _Context, op: Operation, taken: set[str]) -> list[_Arg]:
-    body = _request_body(ctx, op)
+def _body_args(ctx: Context, op: Operation, taken: set[str]) -> list[Arg]:
+    body = request_body(ctx, op)
     if body is None:
         return []
     media, required = body.media, body.required
-    schema = _convert(ctx, body.schema, "input", op.pointer + "/requestBody")
+    schema = convert(ctx, body.schema, "input", op.pointer + "/requestBody")
     props = _object_properties(schema)
     form = media in ("application/x-www-form-urlencoded", "multipart/form-data")
     if props is None or not props[0]:
@@ -715,7 +741,7 @@ def _body_args(ctx: _Context, op: Operation, taken: set[str]) -> list[_Arg]:
             return []  # an empty form
         if body.description and "description" not in schema:
             schema = {**schema, "description": _short(body.description, 600)}
-        return [_Arg(name="body", wire=media, location="body*", schema=schema, required=required)]
+        return [Arg(name="body", wire=media, location="body*", schema=schema, required=required)]
     properties, required_props, defs = props
     args = []
     for name, sub in properties.items():
@@ -728,9 +754,9 @@ def _body_args(ctx: _Context, op: Operation, taken: set[str]) -> list[_Arg]:
                    "description": (sub.get("description", "") + " File content, base64-encoded.").strip()}
         if defs and _has_ref(sub):
             sub = {**sub, "$defs": defs}
-        args.append(_Arg(name=arg_name, wire=name, location="body", schema=sub,
-                         required=required and name in required_props, binary=binary,
-                         sensitive=_is_sensitive(name, sub)))
+        args.append(Arg(name=arg_name, wire=name, location="body", schema=sub,
+                        required=required and name in required_props, binary=binary,
+                        sensitive=_is_sensitive(name, sub)))
     return args
 
 
@@ -775,9 +801,7 @@ def _is_binary(schema: dict[str, Any]) -> bool:
 
 
 def _is_sensitive(name: str, schema: dict[str, Any]) -> bool:
-    return schema.get("format") == "password" or schema.get("writeOnly") is True or bool(
-        re.search(r"pass(word)?|secret|token|api[-_]?key|credential", name, re.I)
-    )
+    return schema.get("format") == "password" or schema.get("writeOnly") is True or bool(SENSITIVE_NAME.search(name))
 
 
 def _arg_name(wire: str) -> str:
@@ -785,7 +809,7 @@ def _arg_name(wire: str) -> str:
     return name[:64]
 
 
-def _dedupe_names(args: list[_Arg]) -> list[_Arg]:
+def _dedupe_names(args: list[Arg]) -> list[Arg]:
     seen: set[str] = set()
     for a in args:
         base, n = a.name, 2
@@ -796,7 +820,7 @@ def _dedupe_names(args: list[_Arg]) -> list[_Arg]:
     return args
 
 
-def _input_schema(args: list[_Arg], extra: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+def _input_schema(args: list[Arg], extra: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """One flat object schema: no top-level oneOf/anyOf (MCP clients and LLM APIs reject them)."""
     properties: dict[str, Any] = {}
     required: list[str] = []
@@ -815,7 +839,7 @@ def _input_schema(args: list[_Arg], extra: dict[str, dict[str, Any]] | None = No
     return flat_object_schema(properties, required, defs)
 
 
-def _operation_spec(ctx: _Context, op: Operation, args: list[_Arg]) -> OperationSpec:
+def operation_spec(ctx: Context, op: Operation, args: list[Arg]) -> OperationSpec:
     params: list[ParamSpec] = []
     body: BodySpec | None = None
     body_props: dict[str, str] = {}
@@ -832,13 +856,13 @@ def _operation_spec(ctx: _Context, op: Operation, args: list[_Arg]) -> Operation
         else:
             params.append(a.param.model_copy(update={"arg": a.name, "required": a.required}))
     whole = next((a for a in args if a.location == "body*"), None)
-    request_body = _request_body(ctx, op)
+    rbody = request_body(ctx, op)
     if whole is not None:
         if whole.fixed:
             body = BodySpec(media_type=whole.wire, required=True, value=whole.value)
         elif not whole.hidden:
             body = BodySpec(media_type=whole.wire, required=whole.required, arg=whole.name)
-    elif request_body is not None:
+    elif rbody is not None:
         for a in args:
             if a.location != "body" or a.hidden:
                 continue
@@ -850,40 +874,53 @@ def _operation_spec(ctx: _Context, op: Operation, args: list[_Arg]) -> Operation
                 binary.append(a.wire)
         content_types = {
             name: str(enc["contentType"]).split(",")[0].strip()
-            for name, enc in request_body.encoding.items()
+            for name, enc in rbody.encoding.items()
             if name in binary and isinstance(enc, dict) and enc.get("contentType")
         }
-        if body_props or body_fixed or request_body.required:
-            body = BodySpec(media_type=request_body.media, required=request_body.required,
+        if body_props or body_fixed or rbody.required:
+            body = BodySpec(media_type=rbody.media, required=rbody.required,
                             properties=body_props, fixed=body_fixed, binary=binary,
                             content_types=content_types)
-    success = _success_statuses(op)
-    accept = _accept(op)
     return OperationSpec(id=op.id, method=op.method, path=op.path, params=params, body=body,
-                         success=success, accept=accept)
+                         success=success_statuses(op), accept=accept_header(op))
 
 
 # ============================================================================ responses
 
 
-def _success_response(ctx: _Context, op: Operation) -> dict[str, Any] | None:
+def success_response(ctx: Context, op: Operation) -> dict[str, Any] | None:
     """The response object of the operation's main success status (200 first, then 2xx)."""
     responses = op.node.get("responses")
     if not isinstance(responses, dict):
         return None
-    codes = [str(c) for c in responses]
-    ordered = sorted((c for c in codes if c.startswith("2")), key=lambda c: (c != "200", c))
-    for code in ordered:
-        try:
-            resp = ctx.converter.resolve(responses.get(code, responses.get(int(code) if code.isdigit() else code)))
-        except SchemaError:
-            continue
-        if isinstance(resp, dict):
-            return resp
-    return None
+    ordered = sorted((str(c) for c in responses if str(c).startswith("2")), key=lambda c: (c != "200", c))
+    return next((r for r in (response_object(ctx, op, c) for c in ordered) if r is not None), None)
 
 
-def _success_statuses(op: Operation) -> list[str]:
+def response_object(ctx: Context, op: Operation, status: str) -> dict[str, Any] | None:
+    """The resolved response object of one status (YAML may key it by an integer); None: none usable."""
+    responses = op.node.get("responses")
+    if not isinstance(responses, dict):
+        return None
+    raw = responses.get(status, responses.get(int(status)) if status.isdigit() else None)
+    try:
+        resp = ctx.converter.resolve(raw)
+    except SchemaError:
+        return None
+    return resp if isinstance(resp, dict) else None
+
+
+def json_schema(resp: dict[str, Any] | None) -> Any:
+    """The schema of a response object's first JSON media type (None: it documents no JSON body)."""
+    content = resp.get("content") if resp else None
+    if not isinstance(content, dict):
+        return None
+    mt = next((mt for media, mt in content.items() if _is_json(str(media))), None)
+    return mt.get("schema") if isinstance(mt, dict) else None
+
+
+def success_statuses(op: Operation) -> list[str]:
+    """The statuses the call plan accepts as success (2XX when the spec lists none)."""
     responses = op.node.get("responses")
     if not isinstance(responses, dict):
         return ["2XX"]
@@ -891,7 +928,8 @@ def _success_statuses(op: Operation) -> list[str]:
     return codes or ["2XX"]
 
 
-def _accept(op: Operation) -> str | None:
+def accept_header(op: Operation) -> str | None:
+    """The Accept header of the call: the documented success media types, JSON first (at most 4)."""
     responses = op.node.get("responses")
     if not isinstance(responses, dict):
         return None
@@ -905,18 +943,8 @@ def _accept(op: Operation) -> str | None:
     return ", ".join(media[:4])
 
 
-def _response_schema(ctx: _Context, op: Operation) -> Any:
-    resp = _success_response(ctx, op)
-    if not resp:
-        return None
-    content = resp.get("content")
-    if not isinstance(content, dict):
-        return None
-    json_types = [m for m in content if _is_json(m)]
-    if not json_types:
-        return None
-    mt = content[json_types[0]]
-    return mt.get("schema") if isinstance(mt, dict) else None
+def _response_schema(ctx: Context, op: Operation) -> Any:
+    return json_schema(success_response(ctx, op))
 
 
 def _is_json(media: str) -> bool:
@@ -924,31 +952,30 @@ def _is_json(media: str) -> bool:
     return base == "application/json" or base.endswith("+json") or base == "*/*"
 
 
-def _output_kind(ctx: _Context, op: Operation) -> str:
+def output_kind(ctx: Context, op: Operation) -> str:
     """json: the success response has a JSON schema; empty: it documents no body; other: anything else."""
-    if _response_schema(ctx, op) is not None:
+    resp = success_response(ctx, op)
+    if json_schema(resp) is not None:
         return "json"
-    resp = _success_response(ctx, op)
-    content = resp.get("content") if resp else None
-    if resp is not None and not content:
+    if resp is not None and not resp.get("content"):
         return "empty"
     return "other"
 
 
-def response_base(ctx: _Context, op: Operation) -> dict[str, Any] | None:
+def response_base(ctx: Context, op: Operation) -> dict[str, Any] | None:
     """The success response's schema converted for projections (deep; None: not JSON)."""
     raw = _response_schema(ctx, op)
     if raw is None:
         return None
-    return _convert(ctx, raw, "output", op.pointer + "/responses", PROJECTION_BASE_DEPTH)
+    return convert(ctx, raw, "output", op.pointer + "/responses", PROJECTION_BASE_DEPTH)
 
 
-def _output_schema(ctx: _Context, op: Operation, depth: int) -> tuple[dict[str, Any] | None, str | None]:
+def _output_schema(ctx: Context, op: Operation, depth: int) -> tuple[dict[str, Any] | None, str | None]:
     """The outputSchema of the success response and the wrap key if it is not an object."""
     raw = _response_schema(ctx, op)
     if raw is None:
         return None, None
-    schema = _convert(ctx, raw, "output", op.pointer + "/responses", depth)
+    schema = convert(ctx, raw, "output", op.pointer + "/responses", depth)
     return wrap_output(schema)
 
 
@@ -972,17 +999,14 @@ def _may_be_null(schema: dict[str, Any]) -> bool:
 
 
 def _projected_output(
-    ctx: _Context, op: Operation, response: ResponseSpec, doc: OverlayFile, at: KeyPath
+    ctx: Context, op: Operation, response: ResponseSpec, doc: OverlayFile, at: KeyPath
 ) -> tuple[dict[str, Any] | None, ResponseSpec]:
     """Output schema after a JMESPath projection (see projection.py for the inference)."""
     from openapi2mcp.projection import ProjectionError, project_schema
 
-    raw = _response_schema(ctx, op)
-    at_ptr = op.pointer + "/responses"
-    base = _convert(ctx, raw, "output", at_ptr, PROJECTION_BASE_DEPTH) if raw is not None else None
     assert response.select is not None
     try:
-        projected = project_schema(response.select, base)
+        projected = project_schema(response.select, response_base(ctx, op))
     except ProjectionError as e:
         raise InputError(doc.problem(at, str(e), hint=e.hint)) from None
     if projected is None:
@@ -994,12 +1018,12 @@ def _projected_output(
 # ============================================================================ descriptions, annotations
 
 
-def _op_title(op: Operation) -> str | None:
+def op_title(op: Operation) -> str | None:
     summary = op.node.get("summary")
     return _short(summary.strip(), 120) if isinstance(summary, str) and summary.strip() else None
 
 
-def _op_description(op: Operation, limit: int | None) -> str:
+def op_description(op: Operation, limit: int | None) -> str:
     parts = []
     summary, desc = op.node.get("summary"), op.node.get("description")
     if isinstance(summary, str) and summary.strip():
@@ -1016,27 +1040,40 @@ def _short(text: str, limit: int | None) -> str:
     return trim(text, limit) if limit else text
 
 
-def _annotations(method: str, risk: Risk, title: str | None, overrides: dict[str, Any]) -> dict[str, Any]:
-    """Behaviour hints derived from method and risk (hints only: the server enforces)."""
-    safe = method in SAFE_METHODS
-    read_only = safe and RISK_ORDER[risk] <= RISK_ORDER["medium"]
+def tool_annotations(
+    calls: Sequence[tuple[str, Risk]], title: str | None, overrides: dict[str, Any]
+) -> dict[str, Any]:
+    """Behaviour hints derived from the (method, risk) of each call a tool may make.
+
+    Read-only only if every call is, destructive if any is, idempotent if all are. Hints only:
+    the server enforces.
+    """
+    read_only = all(m in SAFE_METHODS and RISK_ORDER[r] <= RISK_ORDER["medium"] for m, r in calls)
     out: dict[str, Any] = {}
     if title:
         out["title"] = title
     out["readOnlyHint"] = read_only
     if not read_only:
-        out["destructiveHint"] = method in ("DELETE", "PUT", "PATCH") or RISK_ORDER[risk] >= RISK_ORDER["high"]
-        out["idempotentHint"] = method in IDEMPOTENT_METHODS
+        out["destructiveHint"] = any(m in ("DELETE", "PUT", "PATCH") or RISK_ORDER[r] >= RISK_ORDER["high"]
+                                     for m, r in calls)
+        out["idempotentHint"] = all(m in IDEMPOTENT_METHODS for m, _ in calls)
     out["openWorldHint"] = True
     out.update(overrides)
     return out
 
 
-def _apply_units(
+def apply_units(
     input_schema: dict[str, Any], output_schema: dict[str, Any] | None, units: dict[str, str],
     doc: OverlayFile, at: KeyPath,
-) -> None:
-    """Put each unit into the description of every input argument / output field it names."""
+) -> dict[str, Any] | None:
+    """Put each unit into the description of every input argument / output field it names.
+
+    The input schema's properties are replaced in place (it is the tool's own); the output schema
+    is returned as a copy when there are units, since converted schemas are shared between tools.
+    """
+    if not units:
+        return output_schema
+    output_schema = copy.deepcopy(output_schema)
     for name, unit in units.items():
         hit = False
         props = input_schema.get("properties", {})
@@ -1057,6 +1094,7 @@ def _apply_units(
                 (*at, name), f"unit for {name!r}, but no argument or result field has that name"
                 + (f"; {hint}" if hint else ""),
             ))
+    return output_schema
 
 
 def _with_unit(schema: dict[str, Any], unit: str) -> dict[str, Any]:
@@ -1092,11 +1130,10 @@ def _slug(text: str) -> str:
     return out or "openapi"
 
 
-def _upstream(ctx: _Context, overlay: ToolOverlay | None, doc: OverlayFile | None) -> UpstreamSpec:
+def _upstream(ctx: Context, overlay: ToolOverlay | None) -> UpstreamSpec:
     udef = overlay.upstream if overlay else None
     base = udef.base_url if udef and udef.base_url else _spec_base_url(ctx)
     auth = AuthSpec(**udef.auth.model_dump()) if udef and udef.auth else _spec_auth(ctx)
-    ctx.auth = auth
     if auth.type in ("header", "query", "cookie") and auth.name:
         ctx.auth_params.add((auth.type, auth.name.lower()))
     if auth.type in ("bearer", "basic"):
@@ -1115,10 +1152,15 @@ def _upstream(ctx: _Context, overlay: ToolOverlay | None, doc: OverlayFile | Non
         headers=dict(udef.headers) if udef else {},
         max_response_bytes=(udef.max_response_bytes if udef and udef.max_response_bytes else 10_000_000),
         verify_tls=udef.verify_tls if udef else True,
-        retries=RetrySpec(**udef.retries.model_dump(exclude_none=True)) if udef and udef.retries else None,
+        retries=retry_spec(udef.retries) if udef else None,
         rate_limit=_rate_limit(udef.rate_limit) if udef and udef.rate_limit else None,
         forward_headers=list(udef.forward_headers) if udef else [],
     )
+
+
+def retry_spec(rdef: RetriesDef | None) -> RetrySpec | None:
+    """`retries` of the overlay (upstream-wide or per tool) as the Manifest holds it."""
+    return RetrySpec(**rdef.model_dump(exclude_none=True)) if rdef is not None else None
 
 
 def _rate_limit(rdef: RateLimitDef) -> RateLimitSpec:
@@ -1138,7 +1180,7 @@ def _with_access(tool: ToolSpec, tdef: ToolDef) -> ToolSpec:
     return tool.model_copy(update=update) if update else tool
 
 
-def _spec_base_url(ctx: _Context) -> str:
+def _spec_base_url(ctx: Context) -> str:
     """servers[0] with its variables at their defaults, overridable by ${OPENAPI2MCP_BASE_URL}."""
     servers = ctx.document.get("servers")
     url = None
@@ -1164,7 +1206,7 @@ def _spec_base_url(ctx: _Context) -> str:
     return "${OPENAPI2MCP_BASE_URL}" + (url.rstrip("/") if url and url.startswith("/") else "")
 
 
-def _spec_auth(ctx: _Context) -> AuthSpec:
+def _spec_auth(ctx: Context) -> AuthSpec:
     """Without an overlay, authenticate as the spec's first security scheme says, secrets from env.
 
     The secret comes from OPENAPI2MCP_TOKEN (or OPENAPI2MCP_USERNAME/PASSWORD for basic); when

@@ -28,12 +28,14 @@ from typing import Any
 
 from openapi2mcp.compile import (
     OUTPUT_DEPTH_TOOL,
+    Arg,
+    Context,
     Use,
-    _Arg,
-    _Context,
-    _convert,
-    _is_json,
-    _operation_spec,
+    convert,
+    json_schema,
+    operation_spec,
+    response_object,
+    retry_spec,
     wrap_output,
 )
 from openapi2mcp.errors import InputError, did_you_mean
@@ -46,7 +48,6 @@ from openapi2mcp.manifest import (
     Branch,
     DryRunSpec,
     IdempotencySpec,
-    RetrySpec,
     ToolSpec,
 )
 from openapi2mcp.overlay import (
@@ -54,7 +55,6 @@ from openapi2mcp.overlay import (
     DryRunDef,
     KeyPath,
     OverlayFile,
-    RetriesDef,
     ToolDef,
     _OperationUse,
 )
@@ -83,7 +83,7 @@ def _idempotency_of(tdef: ToolDef, bdef: _OperationUse | None) -> IdempotencySpe
 
 
 def adjust_use(
-    ctx: _Context, use: Use, tdef: ToolDef, bdef: _OperationUse | None, doc: OverlayFile, at: KeyPath
+    ctx: Context, use: Use, tdef: ToolDef, bdef: _OperationUse | None, doc: OverlayFile, at: KeyPath
 ) -> tuple[Use, Extra]:
     """Apply the branch's dry run and idempotency to one compiled operation (see the module doc)."""
     ddef = _dry_run_of(tdef, bdef)
@@ -93,8 +93,8 @@ def adjust_use(
     if ddef is None and idem is None:
         return use, extra
     args = [dataclasses.replace(a) for a in use.args]
-    internal: _Arg | None = None
-    hidden_header: _Arg | None = None
+    internal: Arg | None = None
+    hidden_header: Arg | None = None
     if ddef is not None:
         if use.pagination is not None:
             raise InputError(doc.problem((*where, "dry_run"), "a paginated tool reads: it has nothing to dry-run"))
@@ -131,7 +131,7 @@ def adjust_use(
                              None)
         if hidden_header is not None:
             hidden_header.hidden = True
-    operation = _operation_spec(ctx, use.op, args)
+    operation = operation_spec(ctx, use.op, args)
     if internal is not None:
         internal.hidden = True  # in the plan (fed by the runtime on dry runs), never shown to the model
     extra_inputs = dict(use.extra_inputs)
@@ -164,7 +164,7 @@ def _tool_at(at: KeyPath) -> KeyPath:
     return at
 
 
-def _find_wire(args: list[_Arg], name: str) -> _Arg | None:
+def _find_wire(args: list[Arg], name: str) -> Arg | None:
     return next((a for a in args if a.wire == name), None) or next((a for a in args if a.name == name), None)
 
 
@@ -187,39 +187,19 @@ def dry_run_arguments(mode: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _responses(use: Use) -> dict[Any, Any]:
-    responses = use.op.node.get("responses")
-    return responses if isinstance(responses, dict) else {}
-
-
-def _json_schema_of(ctx: _Context, use: Use, status: str) -> Any:
-    responses = _responses(use)
-    raw = responses.get(status, responses.get(int(status)) if status.isdigit() else None)
-    if raw is None:
-        return None
-    try:
-        resp = ctx.converter.resolve(raw)
-    except Exception:
-        return None
-    content = resp.get("content") if isinstance(resp, dict) else None
-    if not isinstance(content, dict):
-        return None
-    for media, mt in content.items():
-        if _is_json(str(media)) and isinstance(mt, dict) and mt.get("schema") is not None:
-            return mt["schema"]
-    return None
-
-
-def _status_schema(ctx: _Context, use: Use, status: str) -> tuple[dict[str, Any] | None, str | None]:
-    raw = _json_schema_of(ctx, use, status)
+def _status_schema(ctx: Context, use: Use, status: str) -> tuple[dict[str, Any] | None, str | None]:
+    """The output schema (and wrap key) of one documented status's JSON body."""
+    raw = json_schema(response_object(ctx, use.op, status))
     if raw is None:
         return None, None
-    schema = _convert(ctx, raw, "output", f"{use.op.pointer}/responses/{status}", OUTPUT_DEPTH_TOOL)
+    schema = convert(ctx, raw, "output", f"{use.op.pointer}/responses/{status}", OUTPUT_DEPTH_TOOL)
     return wrap_output(schema)
 
 
 def _other_json_status(use: Use, preview: str) -> str | None:
-    codes = sorted(str(c) for c in _responses(use) if str(c).startswith("2") and str(c) != preview)
+    responses = use.op.node.get("responses")
+    statuses = responses if isinstance(responses, dict) else {}
+    codes = sorted(str(c) for c in statuses if str(c).startswith("2") and str(c) != preview)
     return next((c for c in codes if c.isdigit()), None)
 
 
@@ -230,18 +210,6 @@ def _confirmation_of(tdef: ToolDef, bdef: _OperationUse | None) -> ConfirmationD
     if bdef is not None and bdef.confirmation is not None:
         return bdef.confirmation
     return tdef.confirmation or ConfirmationDef()
-
-
-def _retry_spec(rdef: RetriesDef | None) -> RetrySpec | None:
-    if rdef is None:
-        return None
-    given = rdef.model_dump(exclude_none=True)
-    return RetrySpec(**given)
-
-
-def upstream_retries(rdef: RetriesDef | None) -> RetrySpec | None:
-    """`upstream.retries` of the overlay as the Manifest holds it."""
-    return _retry_spec(rdef)
 
 
 def _branch_defs(tdef: ToolDef, spec: ToolSpec) -> list[tuple[_OperationUse | None, KeyPath]]:
@@ -281,7 +249,7 @@ def finish_tool(
             "confirmation": conf.mode, "confirmation_message": conf.message, "dry_run": dry_run,
             "idempotency": idem,
         }))
-    retries = _retry_spec(tdef.retries)
+    retries = retry_spec(tdef.retries)
     if retries is not None and retries.max_attempts > 1:
         writes = [b for b in branches if b.idempotency is None
                   and any(s.operation.method not in IDEMPOTENT_METHODS for s in b.steps)]

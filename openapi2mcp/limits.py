@@ -164,8 +164,8 @@ class RateLimiter:
     def active(self) -> bool:
         return self.server is not None or bool(self.tools)
 
-    def _bucket(self, limit: str, spec: RateLimitSpec, caller: str, now: float) -> TokenBucket:
-        key = (limit, caller if spec.per_caller else "")
+    def _bucket(self, tool: str, spec: RateLimitSpec, caller: str, now: float) -> TokenBucket:
+        key = (tool, caller if spec.per_caller else "")  # tool "" is the server's (a tool may be named "server")
         bucket = self._buckets.get(key)
         if bucket is None:
             if spec.per_caller and len(self._buckets) >= self.max_caller_buckets:
@@ -180,9 +180,9 @@ class RateLimiter:
 
     def admit(self, tool: str, caller: str) -> Refusal | None:
         """Take a token from each bucket of this call, or take none and say how long to wait."""
-        limits = [("server", self.server), (tool, self.tools.get(tool))]
+        limits = [("server", "", self.server), (tool, tool, self.tools.get(tool))]
         now = self.clock()
-        buckets = [(name, spec, self._bucket(name, spec, caller, now)) for name, spec in limits if spec is not None]
+        buckets = [(name, spec, self._bucket(key, spec, caller, now)) for name, key, spec in limits if spec is not None]
         worst: Refusal | None = None
         for name, spec, bucket in buckets:
             wait = bucket.wait(now)

@@ -113,8 +113,6 @@ def load_spec(
     reader = _Reader(allow_remote_refs, timeout, None if ref_root is None else os.fspath(ref_root))
     try:
         return _load(given, reader, strict=strict)
-    except InputError:
-        raise
     except RecursionError as exc:
         raise InputError.at(
             "the document is nested too deeply to process",
@@ -188,7 +186,7 @@ def _follow(document: Any, parts: Iterable[str]) -> Any:
 
 
 def _copy_json(value: Any) -> Any:
-    """A deep copy of JSON data; a json round trip is several times faster than copy.deepcopy."""
+    """A deep copy of JSON data; a json round trip is faster than copy.deepcopy (1.3x on GitHub's spec)."""
     if isinstance(value, (dict, list)):
         return json.loads(json.dumps(value))
     return value
@@ -710,16 +708,16 @@ def _ref_error(message: str, site: _Where, hint: str | None = None) -> InputErro
 
 
 _OPENAPI3 = re.compile(r"^3\.(\d+)(?:\.\d+)?(?:-[0-9A-Za-z.-]+)?$")
+_OPENAPI_HINT = 'an OpenAPI document starts with `openapi: 3.1.0` (or `swagger: "2.0"`)'
 
 
 def _detect_version(document: Any, display: str, warnings: list[SpecWarning]) -> str:
     """The version the document declares; refuses what is not OpenAPI 2.0/3.0/3.1/3.2."""
-    hint = 'an OpenAPI document starts with `openapi: 3.1.0` (or `swagger: "2.0"`)'
     if not isinstance(document, dict):
         raise InputError.at(
             f"not an OpenAPI document: the top level is {_type_name(document)}, not a mapping",
             file=display,
-            hint=hint,
+            hint=_OPENAPI_HINT,
         )
     key = "openapi" if "openapi" in document else "swagger"
     if key not in document:
@@ -750,7 +748,7 @@ def _not_openapi_hint(document: dict[str, Any]) -> str:
         return "this is an AsyncAPI document; openapi2mcp reads OpenAPI (REST) descriptions"
     if "$schema" in document or "properties" in document:
         return "this looks like a JSON Schema, not an OpenAPI description"
-    return 'an OpenAPI document starts with `openapi: 3.1.0` (or `swagger: "2.0"`)'
+    return _OPENAPI_HINT
 
 
 def _require_operations(document: dict[str, Any], display: str) -> None:
@@ -1235,6 +1233,7 @@ _QUERY_STYLES = {
     "pipes": ("pipeDelimited", False),
     "multi": ("form", True),
 }
+_Param = tuple[JsonPath, Any, dict[str, Any]]  # a Swagger 2.0 parameter: where it stands, as written, resolved
 _OAUTH_FLOWS = {
     "implicit": ("implicit", ("authorizationUrl",)),
     "password": ("password", ("tokenUrl",)),
@@ -1315,11 +1314,7 @@ class _Swagger2:
         out: dict[str, Any] = {}
         for key, value in item.items():
             if key == "parameters":
-                kept = [
-                    self._parameter(p, r, (*where, "parameters", i))
-                    for i, (p, r) in enumerate(shared)
-                    if r.get("in") not in ("body", "formData")
-                ]
+                kept = [self._parameter(p, r, at) for at, p, r in shared if r.get("in") not in ("body", "formData")]
                 if kept:
                     out["parameters"] = kept
             elif key in HTTP_METHODS and isinstance(value, dict):
@@ -1328,25 +1323,23 @@ class _Swagger2:
                 out[key] = value
         return out
 
-    def _operation(
-        self, op: dict[str, Any], shared: list[tuple[Any, dict[str, Any]]], where: JsonPath
-    ) -> dict[str, Any]:
+    def _operation(self, op: dict[str, Any], shared: list[_Param], where: JsonPath) -> dict[str, Any]:
         own = self._parameters(op, where)
-        own_ids = {(r.get("name"), r.get("in")) for _, r in own}
+        own_ids = {(r.get("name"), r.get("in")) for _, _, r in own}
         inherited = [
-            (p, r)
-            for p, r in shared
+            (at, p, r)
+            for at, p, r in shared
             if r.get("in") in ("body", "formData") and (r.get("name"), r.get("in")) not in own_ids
         ]
         params, bodies, forms = [], [], []
-        for i, (p, r) in enumerate([*own, *inherited]):
+        for at, p, r in [*own, *inherited]:
             location = r.get("in")
             if location == "body":
                 bodies.append(r)
             elif location == "formData":
-                forms.append(r)
+                forms.append((at, r))
             else:
-                params.append(self._parameter(p, r, (*where, "parameters", i)))
+                params.append(self._parameter(p, r, at))
         out: dict[str, Any] = {}
         for key, value in op.items():
             if key == "parameters" and params:
@@ -1363,15 +1356,16 @@ class _Swagger2:
             out["servers"] = self._servers(op["schemes"])
         return out
 
-    def _parameters(self, owner: dict[str, Any], where: JsonPath) -> list[tuple[Any, dict[str, Any]]]:
-        """The parameters of a path item or operation, each with its resolved form."""
+    def _parameters(self, owner: dict[str, Any], where: JsonPath) -> list[_Param]:
+        """The parameters of a path item or operation: where each stands, as written, and resolved."""
         found = []
         for i, param in enumerate(_as_list(owner.get("parameters"))):
+            at = (*where, "parameters", i)
             resolved = self._deref(param)
             if resolved:
-                found.append((param, resolved))
+                found.append((at, param, resolved))
             else:
-                self.warnings.append(_warn("parameter cannot be resolved; dropped", (*where, "parameters", i)))
+                self.warnings.append(_warn("parameter cannot be resolved; dropped", at))
         return found
 
     def _deref(self, node: Any) -> dict[str, Any]:
@@ -1449,7 +1443,11 @@ class _Swagger2:
     # -- bodies
 
     def _request_body(
-        self, bodies: list[dict[str, Any]], forms: list[dict[str, Any]], consumes: list[str], where: JsonPath
+        self,
+        bodies: list[dict[str, Any]],
+        forms: list[tuple[JsonPath, dict[str, Any]]],
+        consumes: list[str],
+        where: JsonPath,
     ) -> dict[str, Any] | None:
         if bodies:
             if len(bodies) > 1 or forms:
@@ -1458,7 +1456,7 @@ class _Swagger2:
                 )
             return self._json_body(bodies[0], consumes)
         if forms:
-            return self._form_body(forms, consumes, where)
+            return self._form_body(forms, consumes)
         return None
 
     def _json_body(self, param: dict[str, Any], consumes: list[str]) -> dict[str, Any]:
@@ -1476,11 +1474,11 @@ class _Swagger2:
         body.update(_extensions(param))
         return body
 
-    def _form_body(self, forms: list[dict[str, Any]], consumes: list[str], where: JsonPath) -> dict[str, Any]:
+    def _form_body(self, forms: list[tuple[JsonPath, dict[str, Any]]], consumes: list[str]) -> dict[str, Any]:
         properties: dict[str, Any] = {}
         required: list[str] = []
         encoding: dict[str, Any] = {}
-        for i, param in enumerate(forms):
+        for at, param in forms:
             name = param.get("name")
             if not isinstance(name, str):
                 continue
@@ -1491,9 +1489,8 @@ class _Swagger2:
             if param.get("required") is True:
                 required.append(name)
             if param.get("type") == "array":
-                style = self._style({**param, "in": "query"}, (*where, "parameters", i))
-                encoding[name] = style
-        has_file = any(p.get("type") == "file" for p in forms)
+                encoding[name] = self._style({**param, "in": "query"}, at)
+        has_file = any(p.get("type") == "file" for _, p in forms)
         types = [t for t in consumes if t in _FORM_TYPES]
         if has_file and "multipart/form-data" not in types:
             types = ["multipart/form-data"]  # files only travel in multipart

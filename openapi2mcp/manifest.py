@@ -478,9 +478,10 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_asci
 
 
 def _canonical_chunks(data: Any, depth: int) -> Iterator[str]:
-    """`canonical_json(data)` in pieces: the C encoder per piece, the top levels split by hand.
+    """The canonical JSON of `data` in pieces: the C encoder per piece, the top levels split by hand.
 
-    (`JSONEncoder.iterencode` gives the same text but runs the pure-Python encoder: 2x slower.)
+    Canonical: sorted keys, no spaces, UTF-8, the one spelling the hash is over. (`JSONEncoder.
+    iterencode` gives the same text but runs the pure-Python encoder: 2x slower.)
     """
     if depth > 0 and isinstance(data, dict):
         yield "{"
@@ -497,11 +498,6 @@ def _canonical_chunks(data: Any, depth: int) -> Iterator[str]:
         yield "]"
     else:
         yield _CANONICAL.encode(data)
-
-
-def canonical_json(data: Any) -> str:
-    """The one JSON spelling used for hashes: sorted keys, no spaces, UTF-8."""
-    return _CANONICAL.encode(data)
 
 
 # ----------------------------------------------------------------------------- ${VAR} templates

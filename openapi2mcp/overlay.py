@@ -24,7 +24,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from openapi2mcp.errors import InputError, Location, Problem, did_you_mean
@@ -109,12 +118,14 @@ _HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
 _SCOPE = re.compile(r"^[\x21\x23-\x5B\x5D-\x7E]+$")
 
 
-def _check_scopes(v: Any) -> Any:
+def _check_scope(scope: str) -> str:
     """Permissions are OAuth scopes (RFC 6749 3.3): no spaces, quotes or backslashes."""
-    for scope in v if isinstance(v, list) else [v] if v is not None else []:
-        if not _SCOPE.match(scope):
-            raise ValueError(f"{scope!r} is not an OAuth scope (printable ASCII without spaces, \" or \\)")
-    return v
+    if not _SCOPE.match(scope):
+        raise ValueError(f"{scope!r} is not an OAuth scope (printable ASCII without spaces, \" or \\)")
+    return scope
+
+
+Scope = Annotated[str, AfterValidator(_check_scope)]
 
 
 class UpstreamDef(_Strict):
@@ -186,8 +197,6 @@ class FailureModeDef(_Strict):
 
 class AnnotationsDef(_Strict):
     """Overrides for the MCP tool annotations (derived from risk and method otherwise)."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     title: str | None = None
     read_only_hint: bool | None = Field(None, alias="readOnlyHint")
@@ -410,8 +419,6 @@ class StepRequestBodyDef(_Strict):
 class StepDef(_Strict):
     """One call of a chain (Arazzo Step Object)."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
     step_id: str = Field(alias="stepId", pattern=STEP_ID_PATTERN,
                          description="Names the step for later expressions ($steps.<stepId>) and error reports.")
     operation_id: str = Field(alias="operationId", description='operationId, or "METHOD /path".')
@@ -460,7 +467,7 @@ class ToolDef(_Strict):
     pagination: PaginationDef | None = None
     risk: Risk | None = Field(None, description="low|medium|high|critical|forbidden (default from the method).")
     category: str | None = None
-    permissions: list[str] = Field(default_factory=list, description="Scopes a caller needs.")
+    permissions: list[Scope] = Field(default_factory=list, description="Scopes a caller needs.")
     side_effects: list[str] = Field(default_factory=list, description="State changes beyond the result.")
     audit_event: str | None = Field(None, description="Event name written to the audit log.")
     confirmation: ConfirmationValue | None = Field(
@@ -476,7 +483,7 @@ class ToolDef(_Strict):
     idempotency: IdempotencyDef | None = Field(None, description="Idempotency settings (implies idempotent).")
     retries: RetriesDef | None = Field(None, description="Retries of this tool's idempotent requests.")
     step_up: bool = Field(False, description="Callers need the step-up scope too (HTTP: 403 insufficient_scope).")
-    step_up_scope: str | None = Field(None, description='The step-up scope (default "<first permission>:step-up").')
+    step_up_scope: Scope | None = Field(None, description='The step-up scope (default "<first permission>:step-up").')
     rate_limit: RateLimitValue | None = Field(
         None, description="This tool's own limit, besides the server's: 10/s, or {rate, burst, per_caller}."
     )
@@ -523,11 +530,6 @@ class ToolDef(_Strict):
             raise ValueError("`steps` is empty")
         return self
 
-    @field_validator("permissions", "step_up_scope")
-    @classmethod
-    def _scope_tokens(cls, v: Any) -> Any:
-        return _check_scopes(v)
-
     @field_validator("failure_modes", mode="before")
     @classmethod
     def _status_keys(cls, v: Any) -> Any:
@@ -573,15 +575,10 @@ class ResourceDef(_Strict):
         default_factory=dict, description="Fixed values of other parameters of the operation (name -> value)."
     )
     response: ResourceResponseDef | None = None
-    permissions: list[str] | None = Field(
+    permissions: list[Scope] | None = Field(
         None, description="Scopes a caller needs to list and read it. Default: those of the first tool that uses "
         "the same operation ([] when none does). [] makes it readable by every caller.",
     )
-
-    @field_validator("permissions")
-    @classmethod
-    def _scope_tokens(cls, v: Any) -> Any:
-        return _check_scopes(v)
 
 
 class PromptArgumentDef(_Strict):
@@ -617,14 +614,9 @@ class PromptDef(_Strict):
     description: str | None = None
     arguments: list[PromptArgumentDef] = Field(default_factory=list)
     messages: list[PromptMessageDef] = Field(min_length=1)
-    permissions: list[str] = Field(
+    permissions: list[Scope] = Field(
         default_factory=list, description="Scopes a caller needs to list and get it (embedded resources need theirs)."
     )
-
-    @field_validator("permissions")
-    @classmethod
-    def _scope_tokens(cls, v: Any) -> Any:
-        return _check_scopes(v)
 
 
 class ToolOverlay(_Strict):

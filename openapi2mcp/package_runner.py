@@ -3,7 +3,8 @@
 A generated package is a thin shell: `<module>/manifest.json` (the frozen Manifest),
 `<module>/build.json` (provenance) and a `__main__.py` whose `main()` calls `run("<module>")`.
 The logic lives here, versioned with the runtime, so a package gets runtime fixes by upgrading
-openapi2mcp-tools within its pin, and every package behaves the same way.
+openapi2mcp-tools within its pin, and every package behaves the same way. `serve` (the run flags
+as `RunOptions` -> a running server) is also what `openapi2mcp serve` runs once it has a Manifest.
 
 Run time only: this module imports the Manifest and the runtime, never the compiler, prance or
 openapi-core, and no CLI framework (argparse; `--version` and `--help` import nothing heavy).
@@ -46,6 +47,7 @@ import json
 import os
 import sys
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
@@ -53,7 +55,7 @@ if TYPE_CHECKING:
     from openapi2mcp.auth import AuthOptions
     from openapi2mcp.manifest import Manifest
 
-__all__ = ["AUTH_TOKENS_FILE_VAR", "AUTH_TOKENS_VAR", "main", "run"]
+__all__ = ["AUTH_TOKENS_FILE_VAR", "AUTH_TOKENS_VAR", "RunOptions", "main", "run", "serve"]
 
 ENV_PREFIX: Final = "OPENAPI2MCP_"
 AUTH_TOKENS_VAR: Final = "OPENAPI2MCP_AUTH_TOKENS"  # the same names as openapi2mcp.auth (no import here)
@@ -186,28 +188,92 @@ def _port(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     return port
 
 
-# ============================================================================ access
+# ============================================================================ serving
 
 
-def _auth_options(args: argparse.Namespace) -> AuthOptions:
-    from openapi2mcp.auth import AuthOptions
+@dataclass(frozen=True)
+class RunOptions:
+    """The run flags `openapi2mcp serve` and a package's command share: one meaning, wired in one place."""
 
-    return AuthOptions(tokens_file=args.auth_tokens, jwks_url=args.jwks_url, issuer=args.issuer,
-                       audience=args.audience, auth_server=args.auth_server, resource_url=args.resource_url,
-                       no_auth=args.no_auth)
+    auth: AuthOptions  # HTTP: static tokens, JWTs, --no-auth
+    transport: str = "stdio"
+    host: str = "127.0.0.1"
+    port: int = 8000
+    path: str = "/mcp"
+    stateless: bool = False
+    allowed_hosts: list[str] | None = None
+    allowed_origins: list[str] | None = None
+    base_url: str | None = None
+    log_level: str = "info"
+    scopes: str | None = None  # the local user's (stdio; HTTP without auth)
+    rate_limit: str | None = None  # the server's, replacing the overlay's upstream.rate_limit
+    auto_approve: str | None = None
+    audit_log: str | None = None
+    sse: bool = False  # HTTP: SSE answers, so 2025-11-25 clients can be asked mid-call
 
 
-def _runtime_access(args: argparse.Namespace) -> dict[str, Any]:
-    """Runtime options from the access flags: the local caller's scopes and the server's rate limit."""
+def serve(
+    manifest: Manifest, options: RunOptions, *, prog: str, environ: Mapping[str, str] | None = None,
+    check: bool = False,
+) -> None:
+    """Check the configuration and serve `manifest` until interrupted (`check`: only check it).
+
+    Configuration problems raise ConfigError (exit 2) before anything is served: the upstream
+    variables (Runtime), the safety and access flags, and for HTTP the allowed hosts and the auth.
+    """
+    import anyio
+
     from openapi2mcp.access import local_caller, parse_scopes
     from openapi2mcp.limits import parse_rate_limit
+    from openapi2mcp.runtime import ConfigError, Runtime, configure_logging, http_app, transport_security
 
+    env = os.environ if environ is None else environ
     try:
-        limit = parse_rate_limit(args.rate_limit) if args.rate_limit else None
+        configure_logging(options.log_level)
+    except ValueError as e:  # Unknown level: 'LOUD'
+        raise ConfigError(f"--log-level: {e}") from None
+    if options.base_url:
+        manifest = manifest.model_copy(
+            update={"upstream": manifest.upstream.model_copy(update={"base_url": options.base_url})})
+    try:
+        limit = parse_rate_limit(options.rate_limit) if options.rate_limit else None
     except ValueError as e:
-        raise UsageError(f"--rate-limit / OPENAPI2MCP_RATE_LIMIT: {e}") from None
-    local = local_caller("stdio" if args.transport == "stdio" else "http", parse_scopes(args.scopes))
-    return {"local": local, "rate_limit": limit}
+        raise ConfigError(f"--rate-limit / OPENAPI2MCP_RATE_LIMIT: {e}") from None
+    http = options.transport == "http"
+    local = local_caller("http" if http else "stdio", parse_scopes(options.scopes))
+    runtime = Runtime(manifest, environ=env, local=local, rate_limit=limit, auto_approve=options.auto_approve,
+                      audit_log=options.audit_log)  # resolves the upstream settings: a missing variable raises
+    if http:
+        from openapi2mcp.auth import auth_config
+
+        transport_security(options.host, options.allowed_hosts, options.allowed_origins)  # a non-loopback bind
+        auth = auth_config(options.auth, host=options.host, environ=env)  # ... needs its hosts and auth
+    listed = len(runtime.tool_names)
+    if check:
+        anyio.run(runtime.aclose)
+        print(f"{prog}: configuration ok ({listed} tool(s), transport {options.transport})", file=sys.stderr)
+        return
+    if not http:
+        from openapi2mcp.runtime import serve_stdio
+
+        anyio.run(lambda: serve_stdio(manifest, runtime=runtime))
+        return
+    app: ASGIApp = http_app(manifest, host=options.host, path=options.path, stateless=options.stateless,
+                            allowed_hosts=options.allowed_hosts, allowed_origins=options.allowed_origins,
+                            runtime=runtime, auth=auth, no_auth=options.auth.no_auth,
+                            json_response=not options.sse)
+    where = f"[{options.host}]" if ":" in options.host else options.host
+    print(f"{prog}: serving {listed} tool(s) at http://{where}:{options.port}{options.path} "
+          f"(auth: {auth.describe()})", file=sys.stderr)
+    anyio.run(lambda: _serve_uvicorn(app, options.host, options.port, options.log_level))
+
+
+async def _serve_uvicorn(app: ASGIApp, host: str, port: int, log_level: str) -> None:
+    import uvicorn
+
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level.lower(), lifespan="on",
+                            timeout_graceful_shutdown=10, server_header=False)
+    await uvicorn.Server(config).serve()
 
 
 # ============================================================================ main
@@ -249,68 +315,29 @@ def _run(package: str, prog: str, info: dict[str, Any], args: argparse.Namespace
               f"manifest {info.get('manifest', {}).get('content_hash', '?')})")
         return
     manifest = load_manifest(package)
-    if args.base_url:
-        upstream = manifest.upstream.model_copy(update={"base_url": args.base_url})
-        manifest = manifest.model_copy(update={"upstream": upstream})
     if args.info:
         out = dict(info)
         out["environment_set"] = sorted(v["name"] for v in info.get("environment", []) if v["name"] in env)
         sys.stdout.write(json.dumps(out, indent=2, ensure_ascii=False) + "\n")
         return
-
-    from openapi2mcp.runtime import Runtime, configure_logging, http_app, transport_security
-
-    configure_logging(args.log_level)
-    port = _port(args, env)
     hosts = args.allowed_host if args.allowed_host is not None else _env_list(env, "ALLOWED_HOSTS")
     origins = args.allowed_origin if args.allowed_origin is not None else _env_list(env, "ALLOWED_ORIGINS")
-    listed = len([t for t in manifest.tools if t.risk != "forbidden"])
     if args.transport == "http" and args.host not in _LOOPBACK and not hosts:
         raise UsageError(
             f"serving on {args.host} (not loopback) needs the Host names clients use: set OPENAPI2MCP_ALLOWED_HOSTS "
             "(comma-separated, e.g. mcp.example.com,localhost) or pass --allowed-host ('*' turns the check off)"
         )
-    access = {**_runtime_access(args), "auto_approve": args.auto_approve, "audit_log": args.audit_log}
-    if args.check:
-        import anyio
+    from openapi2mcp.auth import AuthOptions
 
-        from openapi2mcp.auth import auth_config
-
-        runtime = Runtime(manifest, environ=env, **access)  # resolves the upstream settings: a missing variable raises
-        anyio.run(runtime.aclose)
-        if args.transport == "http":
-            transport_security(args.host, hosts or None, origins or None)
-            auth_config(_auth_options(args), host=args.host, environ=env)
-        print(f"{prog}: configuration ok ({listed} tool(s), transport {args.transport})",
-              file=sys.stderr)
-        return
-
-    import anyio
-
-    if args.transport == "stdio":
-        from openapi2mcp.runtime import serve_stdio
-
-        anyio.run(lambda: serve_stdio(manifest, **access))
-        return
-
-    from openapi2mcp.auth import auth_config
-
-    auth = auth_config(_auth_options(args), host=args.host, environ=env)
-    app: ASGIApp = http_app(manifest, host=args.host, path=args.path, stateless=args.stateless,
-                            allowed_hosts=hosts or None, allowed_origins=origins or None, auth=auth,
-                            no_auth=args.no_auth, environ=env, json_response=not args.sse, **access)
-    where = f"[{args.host}]" if ":" in args.host else args.host
-    print(f"{prog}: serving {listed} tool(s) at http://{where}:{port}{args.path} "
-          f"(auth: {auth.describe()})", file=sys.stderr)
-    anyio.run(lambda: _serve_uvicorn(app, args.host, port, args.log_level))
-
-
-async def _serve_uvicorn(app: ASGIApp, host: str, port: int, log_level: str) -> None:
-    import uvicorn
-
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level.lower(), lifespan="on",
-                            timeout_graceful_shutdown=10, server_header=False)
-    await uvicorn.Server(config).serve()
+    auth = AuthOptions(tokens_file=args.auth_tokens, jwks_url=args.jwks_url, issuer=args.issuer,
+                       audience=args.audience, auth_server=args.auth_server, resource_url=args.resource_url,
+                       no_auth=args.no_auth)
+    options = RunOptions(auth=auth, transport=args.transport, host=args.host, port=_port(args, env), path=args.path,
+                         stateless=args.stateless, allowed_hosts=hosts or None, allowed_origins=origins or None,
+                         base_url=args.base_url, log_level=args.log_level, scopes=args.scopes,
+                         rate_limit=args.rate_limit, auto_approve=args.auto_approve, audit_log=args.audit_log,
+                         sse=args.sse)
+    serve(manifest, options, prog=prog, environ=env, check=args.check)
 
 
 def main(package: str | None = None) -> None:

@@ -147,11 +147,10 @@ class Paginator:
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     def _next(
-        self, pos: Position, body: Any, headers: Mapping[str, str], url: str, items: list[Any], base: httpx2.URL,
-        drop: set[str],
+        self, pos: Position, body: Any, headers: Mapping[str, str], url: str, items: list[Any], total: int | None,
+        base: httpx2.URL, drop: set[str],
     ) -> Position | None:
         s, n = self.spec, len(items)
-        total = self._total(body)
         if s.style in ("page", "offset"):
             if n == 0 or not isinstance(pos.at, int):
                 return None
@@ -204,7 +203,7 @@ class Paginator:
             total = self._total(body)
             if total is not None:
                 out.total = total
-            following = self._next(current, body, headers, url, page, base, drop)
+            following = self._next(current, body, headers, url, page, total, base, drop)
             available = page[current.skip:]
             room = want - len(out.items)
             for j, item in enumerate(available[:room]):

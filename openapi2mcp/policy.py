@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import re
 import secrets
-import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -50,7 +49,7 @@ from openapi2mcp.manifest import (
     ToolSpec,
 )
 from openapi2mcp.signing import Signer, TokenError, digest
-from openapi2mcp.upstream import EncodedBody, Prepared, Redactor, is_json_media
+from openapi2mcp.upstream import _SECRET_HEADER, EncodedBody, Prepared, Redactor, is_json_media
 
 __all__ = [
     "APPROVABLE",
@@ -78,7 +77,6 @@ CONFIRM_SCHEMA: Final[dict[str, Any]] = {
 }
 ELICITATION: Final = types.ClientCapabilities(elicitation=types.ElicitationCapability())
 _CONTROL_ARGS: Final = frozenset({DRY_RUN_ARG, DRY_RUN_TOKEN_ARG, DRY_RUN_INTERNAL_ARG})
-_SECRET_HEADER: Final = re.compile(r"auth|key|token|secret|session|cookie|signature|credential|password", re.I)
 _NOT_SECRET_HEADERS: Final = frozenset({"idempotency-key", "content-type", "accept", "user-agent"})
 
 
@@ -278,7 +276,7 @@ class Policy:
         nonce = data.get("n")
         if any(data.get(k) != v for k, v in expected.items()) or not isinstance(nonce, str):
             raise invalid_state()
-        now = time.time()
+        now = self.signer.clock()
         self._spent = {n: x for n, x in self._spent.items() if x > now} if len(self._spent) > 10_000 else self._spent
         if nonce in self._spent:
             raise invalid_state()  # one answer, one call (per process; see docs/safety.md)

@@ -68,7 +68,10 @@ def root_references(expression: str) -> list[tuple[str, ...]]:
     return found
 
 
-_LEFT_ONLY = {"projection", "filter_projection", "value_projection", "flatten", "index_expression", "pipe"}
+# nodes whose first child reads the current value and the others read what the first one gives
+_LEFT_ONLY = {
+    "subexpression", "projection", "filter_projection", "value_projection", "flatten", "index_expression", "pipe",
+}
 
 
 def _refs(ast: dict[str, Any], at_root: bool, found: list[tuple[str, ...]]) -> None:
@@ -82,11 +85,7 @@ def _refs(ast: dict[str, Any], at_root: bool, found: list[tuple[str, ...]]) -> N
         path = _leading_fields(ast)
         if at_root and path:
             found.append(path)
-        if children:
-            _refs(children[0], at_root and not path, found)
-            for child in children[1:]:
-                _refs(child, False, found)
-        return
+        at_root = at_root and not path
     if kind in _LEFT_ONLY:
         if children:
             _refs(children[0], at_root, found)
@@ -124,6 +123,7 @@ class _Infer:
         self.what = what
         self.context = context
         self.trail: list[str] = []
+        self.open_refs: list[str] = []  # the refs `field` is looking into, outermost first
 
     def deref(self, schema: Any) -> dict[str, Any]:
         seen = 0
@@ -260,7 +260,14 @@ class _Infer:
 
     def field(self, schema: dict[str, Any], name: str) -> dict[str, Any]:
         """The schema of `name` in objects of `schema`; null too when the object itself may be null."""
-        found = self._field(schema, name)
+        ref = schema.get("$ref")
+        if isinstance(ref, str):
+            self.open_refs.append(ref)
+        try:
+            found = self._field(schema, name)
+        finally:
+            if isinstance(ref, str):
+                self.open_refs.pop()
         return _nullable(found) if _may_be_null(self.deref(schema)) else found
 
     def _field(self, schema: dict[str, Any], name: str) -> dict[str, Any]:
@@ -269,7 +276,7 @@ class _Infer:
             return ANY
         for key in ("anyOf", "oneOf", "allOf"):
             if key in s and isinstance(s[key], list):
-                found = [self.field(part, name) for part in s[key] if self._has_field(part, name)]
+                found = [self.field(p, name) for p in s[key] if self._has_field(p, name, set(self.open_refs))]
                 if not found and not self._open(s):
                     self._missing(name, s)
                 if not found:
@@ -297,18 +304,43 @@ class _Infer:
             )
         return ANY
 
-    def _has_field(self, schema: Any, name: str) -> bool:
+    def _has_field(self, schema: Any, name: str, seen: set[str]) -> bool:
+        """Whether `schema` or one of its union members names `name`. Each ref is looked into once:
+        a polymorphic base and its subtypes refer to each other (Pet: oneOf [Cat], Cat: allOf [Pet])."""
+        if not self._first_visit(schema, seen):
+            return False
         s = self.deref(schema)
         props = s.get("properties")
         if isinstance(props, dict) and name in props:
             return True
-        return any(self._has_field(p, name) for k in ("anyOf", "oneOf", "allOf") for p in s.get(k) or [])
+        return any(self._has_field(p, name, seen) for k in ("anyOf", "oneOf", "allOf") for p in s.get(k) or [])
+
+    def _all_props(self, schema: Any, seen: set[str]) -> set[str]:
+        """The property names of `schema` and its union members (each ref looked into once)."""
+        if not self._first_visit(schema, seen):
+            return set()
+        s = self.deref(schema)
+        out = set((s.get("properties") or {}).keys())
+        for key in ("anyOf", "oneOf", "allOf"):
+            for part in s.get(key) or []:
+                out |= self._all_props(part, seen)
+        return out
+
+    @staticmethod
+    def _first_visit(schema: Any, seen: set[str]) -> bool:
+        ref = schema.get("$ref") if isinstance(schema, dict) else None
+        if not isinstance(ref, str):
+            return True
+        if ref in seen:
+            return False
+        seen.add(ref)
+        return True
 
     def _open(self, s: dict[str, Any]) -> bool:
         return isinstance(s.get("additionalProperties"), dict) or bool(s.get("patternProperties"))
 
     def _missing(self, name: str, s: dict[str, Any]) -> None:
-        known = sorted(_all_props(self, s))
+        known = sorted(self._all_props(s, set(self.open_refs)))
         hint = did_you_mean(name, known)
         owner = "the response schema"
         if self.context:
@@ -351,14 +383,6 @@ class _Infer:
         return False
 
 
-def _all_props(infer: _Infer, s: dict[str, Any]) -> set[str]:
-    out = set((s.get("properties") or {}).keys())
-    for key in ("anyOf", "oneOf", "allOf"):
-        for part in s.get(key) or []:
-            out |= _all_props(infer, infer.deref(part))
-    return out
-
-
 def _or_null(result: dict[str, Any], source: dict[str, Any]) -> dict[str, Any]:
     """JMESPath gives null for a projection or multi-select of null: say so when `source` may be null."""
     return _nullable(result) if _may_be_null(source) else result
@@ -369,8 +393,6 @@ def _may_be_null(schema: dict[str, Any]) -> bool:
     if isinstance(t, list) and "null" in t:
         return True
     return any(isinstance(x, dict) and x.get("type") == "null" for x in schema.get("anyOf") or [])
-
-
 
 
 def _array(items: dict[str, Any]) -> dict[str, Any]:

@@ -6,9 +6,10 @@ picked by the user. `Catalog` serves the last two from the Manifest:
 * `resources/list` (fixed URIs) and `resources/templates/list`, `prompts/list`: overlay order,
   paginated with opaque cursors (`page_size` per page, like `tools/list`);
 * `resources/read`: the URI is matched against the templates (uritemplate.py), the variable
-  values are checked against their parameters' schemas, and the GET goes through the same
-  `Upstream` as a tool call: forwarding, auth, redirects, the body cap, the timeout, redaction,
-  and the same status -> error mapping; then `select`, the MIME type and the size cap apply;
+  values are checked against their parameters' schemas, and the GET goes through
+  `Upstream.fetch` like a tool step: forwarding, auth, redirects, the body cap, the upstream's
+  retries, the timeout, redaction, and the same status -> error mapping; then `select`, the MIME
+  type and the size cap apply;
 * `prompts/get`: arguments checked, `{arg}` templates filled, resources embedded by reading them;
 * `links`: `resource_link` content items for a tool result (the overlay's `links`).
 
@@ -41,14 +42,14 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from openapi2mcp import listing, retry
+from openapi2mcp import listing
+from openapi2mcp import result as results
 from openapi2mcp.access import Caller
 from openapi2mcp.audit import AuditError, Auditor, AuditRecord
 from openapi2mcp.errors import ErrorCode, ToolError, ToolFailure, did_you_mean
 from openapi2mcp.manifest import Manifest, PromptSpec, ResourceSpec, ToolSpec
-from openapi2mcp.result import REQUESTS_KEY, TRACE_KEY
 from openapi2mcp.shape import compile_expression, compile_schema, describe_error, dumps, error_path, search
-from openapi2mcp.upstream import ConfigError, Payload, Upstream, decode, is_json_media
+from openapi2mcp.upstream import ConfigError, Payload, Upstream, is_json_media
 from openapi2mcp.uritemplate import TemplateError, UriTemplate
 
 __all__ = ["RESOURCE_NOT_FOUND", "Catalog", "not_found_code"]
@@ -255,10 +256,7 @@ class Catalog:
                 log.error("resource %s traceId %s: %s", uri, trace, e)
                 raise MCPError(code=types.INTERNAL_ERROR, message=f"the audit log cannot be written; traceId {trace}",
                                data={"uri": uri, "code": ErrorCode.AUDIT_FAILED, "traceId": trace}) from None
-        meta: dict[str, Any] = {TRACE_KEY: trace}
-        if requests:
-            meta[REQUESTS_KEY] = requests
-        return types.ReadResourceResult(contents=[contents], meta=meta)
+        return types.ReadResourceResult(contents=[contents], meta=results.meta(trace, requests))
 
     async def _read(
         self, uri: str, requests: list[dict[str, Any]], caller: Caller | None
@@ -272,16 +270,7 @@ class Catalog:
         total = self.manifest.upstream.timeout.total
         try:
             with anyio.fail_after(total):
-                plan = retry.plan("GET", keyed=False, tool=None, upstream=self.manifest.upstream.retries)
-                resp = await retry.send(
-                    lambda: self.upstream.send(operation, arguments, _no_expressions), plan,
-                    on_retry=lambda e: requests.append({"operation": operation.id, "method": "GET", **e,
-                                                        "retried": True}),
-                )
-                requests.append(resp.provenance())
-                if not resp.ok:
-                    raise self.upstream.failure(resp, operation, {})
-                payload = decode(resp)
+                _, payload = await self.upstream.fetch(operation, arguments, _no_expressions, requests=requests)
         except TimeoutError:
             raise ToolFailure.of(
                 ErrorCode.UPSTREAM_TIMEOUT, f"the read did not finish within {total:g} s; retry later", retryable=True

@@ -16,14 +16,13 @@
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import mcp_types as types
 
 from openapi2mcp.errors import ErrorCode, ToolError, ToolFailure
-from openapi2mcp.shape import Shaped, notice
+from openapi2mcp.shape import Shaped, dumps, notice
 
 TRACE_KEY: Final = "openapi2mcp/traceId"
 ERROR_KEY: Final = "openapi2mcp/error"
@@ -55,7 +54,7 @@ def success(
 def failure(error: ToolError, result_meta: Mapping[str, Any]) -> types.CallToolResult:
     body = error.body()
     return types.CallToolResult(
-        content=[types.TextContent(text=json.dumps(body, ensure_ascii=False, separators=(",", ":")))],
+        content=[types.TextContent(text=dumps(body))],
         is_error=True,
         meta={**result_meta, ERROR_KEY: body},
     )

@@ -61,7 +61,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
-from openapi2mcp import listing, retry
+from openapi2mcp import listing
 from openapi2mcp import result as results
 from openapi2mcp.access import (
     Caller,
@@ -79,6 +79,7 @@ from openapi2mcp.manifest import (
     DRY_RUN_ARG,
     DRY_RUN_INTERNAL_ARG,
     DRY_RUN_TOKEN_ARG,
+    SAFE_METHODS,
     Branch,
     Manifest,
     OperationSpec,
@@ -115,7 +116,6 @@ from openapi2mcp.upstream import (
     Payload,
     Upstream,
     UpstreamResponse,
-    decode,
 )
 
 if TYPE_CHECKING:
@@ -157,9 +157,7 @@ class _Tool:
             # `check`: validate the schemas themselves against the metaschema (see compile_schema)
             self.arguments = compile_schema(spec.input_schema, formats=True, check=check)
             self.shaper = Shaper(spec.response, spec.output_schema, check=check)
-            self.shapers = {
-                b.key: Shaper(b.response, spec.output_schema, check=check) for b in spec.branches if b.response
-            }
+            self.shapers = {b.key: self.shaper.with_response(b.response) for b in spec.branches if b.response}
             self.pagers = {b.key: Paginator(spec.name, b.pagination, signer) for b in spec.branches if b.pagination}
             for expr in _expressions(spec):
                 compile_expression(expr)
@@ -360,7 +358,6 @@ class Runtime:
                 "cursors are signed with a key generated at start-up: they stop working after a restart and are "
                 "refused by other replicas; set %s to share one key", SIGNING_KEY_VAR,
             )
-        self._listed = [t.definition for t in self._tools.values()]
         self._cursor_tag = (manifest.content_hash or "unsealed")[-12:]
         # access (access.py, limits.py): the caller without a token, the per-scope-set lists, the buckets
         self.local = local or local_caller("memory")
@@ -419,7 +416,7 @@ class Runtime:
         view = self._views.get(key)
         if view is None:
             listed = [t.definition for t in self._tools.values() if visible(t.spec, caller)]
-            tag = listing.view_tag(self._cursor_tag, [t.name for t in listed], len(self._listed))
+            tag = listing.view_tag(self._cursor_tag, [t.name for t in listed], len(self._tools))
             if len(self._views) >= 256:
                 self._views.clear()
             view = self._views[key] = (listed, tag)
@@ -456,8 +453,7 @@ class Runtime:
         outcome = "ok"
         try:
             self._admit(tool, caller)
-            out = await self._run(tool, dict(arguments or {}), trace, requests, caller=caller, asker=asker,
-                                  record=record)
+            out = await self._run(tool, dict(arguments or {}), record, caller=caller, asker=asker)
         except InputRequired:
             self._audit_denial(record, None, "input_required")
             raise
@@ -535,16 +531,9 @@ class Runtime:
         return sorted(found)
 
     async def _run(
-        self,
-        tool: _Tool,
-        arguments: dict[str, Any],
-        trace: str,
-        requests: list[dict[str, Any]],
-        *,
-        caller: Caller,
-        asker: Asker | None,
-        record: AuditRecord,
+        self, tool: _Tool, arguments: dict[str, Any], record: AuditRecord, *, caller: Caller, asker: Asker | None
     ) -> types.CallToolResult:
+        trace = record.trace_id
         if log.isEnabledFor(logging.DEBUG):
             shown = {k: "***" if k in tool.spec.sensitive else v for k, v in arguments.items()}
             log.debug(
@@ -560,11 +549,11 @@ class Runtime:
         try:
             with anyio.fail_after(self.manifest.upstream.timeout.total):
                 if plan.dry_run:
-                    return await self._dry_run(tool, branch, arguments, plan, results.meta(trace, requests))
+                    return await self._dry_run(tool, branch, arguments, plan)
                 if branch.key in tool.pagers:
-                    shaped = await self._run_pages(tool, branch, arguments, requests, plan)
-                    return self._paged_result(tool, shaped, results.meta(trace, requests))
-                payload, last = await self._run_steps(tool, branch, arguments, requests, plan)
+                    shaped = await self._run_pages(tool, branch, arguments, plan)
+                    return self._success(tool, shaped, results.meta(trace, record.requests))
+                payload, last = await self._run_steps(tool, branch, arguments, plan)
         except TimeoutError:
             raise ToolFailure.of(
                 ErrorCode.UPSTREAM_TIMEOUT,
@@ -572,11 +561,9 @@ class Runtime:
                 "(a write may or may not have taken effect)",
                 retryable=True,
             ) from None
-        return self._result(tool, branch, payload, last, results.meta(trace, requests))
+        return self._result(tool, branch, payload, last, results.meta(trace, record.requests))
 
-    async def _run_pages(
-        self, tool: _Tool, branch: Branch, arguments: dict[str, Any], requests: list[dict[str, Any]], plan: _Plan
-    ) -> Shaped:
+    async def _run_pages(self, tool: _Tool, branch: Branch, arguments: dict[str, Any], plan: _Plan) -> Shaped:
         """A paginated branch: collect up to `limit` items from the cursor's position, sign the next one."""
         pager = tool.pagers[branch.key]
         paging = pager.spec
@@ -585,14 +572,9 @@ class Runtime:
         start = pager.decode(cursor if isinstance(cursor, str) else None, binding)
         limit = arguments.get(paging.limit_arg)
         want = limit if isinstance(limit, int) and limit > 0 else min(paging.page_size, paging.max_items)
-        failure_modes = tool.spec.failure_modes
 
         async def send(op: OperationSpec) -> tuple[Mapping[str, str], Any, str]:
-            resp = await self._send(plan, op, arguments, lambda e: None)
-            requests.append(resp.provenance())
-            if not resp.ok:
-                raise self.upstream.failure(resp, op, failure_modes)
-            payload = decode(resp)
+            resp, payload = await self._fetch(plan, op, arguments, lambda e: None)
             if payload.kind != "json":
                 raise ToolFailure.of(
                     ErrorCode.UPSTREAM_INVALID_RESPONSE,
@@ -613,7 +595,7 @@ class Runtime:
         return tool.shaper_of(branch).page(items, got.total, cursor_at)
 
     async def _run_steps(
-        self, tool: _Tool, branch: Branch, arguments: dict[str, Any], requests: list[dict[str, Any]], plan: _Plan
+        self, tool: _Tool, branch: Branch, arguments: dict[str, Any], plan: _Plan
     ) -> tuple[Payload, UpstreamResponse | None]:
         context: dict[str, Any] = {"inputs": arguments, "steps": {}}
         multi = len(branch.steps) > 1
@@ -623,12 +605,8 @@ class Runtime:
             if step.when and not truthy(search(step.when, context)):
                 continue
             try:
-                resp = await self._send(plan, step.operation, arguments, lambda e: search(e, context),
-                                        step.id if multi else None)
-                requests.append(resp.provenance(step.id if multi else None))
-                if not resp.ok:
-                    raise self.upstream.failure(resp, step.operation, tool.spec.failure_modes)
-                payload = decode(resp)
+                resp, payload = await self._fetch(plan, step.operation, arguments, lambda e: search(e, context),
+                                                  step.id if multi else None)
             except ToolFailure as failure:
                 if multi:
                     failure.error.step = step.id
@@ -664,24 +642,17 @@ class Runtime:
             await self.policy.confirm(spec, branch, arguments, caller, asker, record)
         return _Plan(tool=spec, branch=branch, caller=caller, record=record, headers=headers, dry_run=dry)
 
-    async def _send(
+    async def _fetch(
         self, plan: _Plan, op: OperationSpec, arguments: Mapping[str, Any], evaluate: Evaluate, step: str | None = None
-    ) -> UpstreamResponse:
-        """One upstream request: the audit attempt line before a write, the idempotency key, retries."""
-        if op.method.upper() not in retry.SAFE_METHODS and not plan.dry_run:
+    ) -> tuple[UpstreamResponse, Payload]:
+        """One upstream request of this call (`Upstream.fetch`), after the audit attempt line of a write."""
+        if op.method.upper() not in SAFE_METHODS and not plan.dry_run:
             self.auditor.attempt(plan.record)  # AuditError: not sent
-        spec = retry.plan(op.method, keyed=bool(plan.headers), tool=plan.tool.retries,
-                          upstream=self.manifest.upstream.retries)
-
-        def retried(entry: dict[str, Any]) -> None:
-            shown = {"operation": op.id, "method": op.method.upper(), **entry, "retried": True}
-            plan.record.requests.append({**shown, "step": step} if step else shown)
-
-        return await retry.send(lambda: self.upstream.send(op, arguments, evaluate, headers=plan.headers), spec,
-                                on_retry=retried)
+        return await self.upstream.fetch(op, arguments, evaluate, requests=plan.record.requests, headers=plan.headers,
+                                         retries=plan.tool.retries, failure_modes=plan.tool.failure_modes, step=step)
 
     async def _dry_run(
-        self, tool: _Tool, branch: Branch, arguments: dict[str, Any], plan: _Plan, meta: dict[str, Any]
+        self, tool: _Tool, branch: Branch, arguments: dict[str, Any], plan: _Plan
     ) -> types.CallToolResult:
         """The exact request(s) a real call sends, its side effects, and the upstream's own preview.
 
@@ -717,21 +688,14 @@ class Runtime:
                 entry = {"operation": op.id, **describe_request(prepared, self.upstream.redactor, spec.sensitive)}
                 shown.append({"step": step.id, **entry} if multi else entry)
                 if dry.native:  # the upstream's own preview: the same request with its switch set
-                    resp = await self._send(plan, op, {**real, DRY_RUN_INTERNAL_ARG: dry.value}, evaluate)
-                    plan.record.requests.append(resp.provenance())
-                    if not resp.ok:
-                        raise self.upstream.failure(resp, op, spec.failure_modes)
-                    payload = decode(resp)
+                    _, payload = await self._fetch(plan, op, {**real, DRY_RUN_INTERNAL_ARG: dry.value}, evaluate)
                     if payload.kind == "json":
                         preview = self.upstream.redactor.value(payload.value)
                     elif payload.kind == "text":
                         preview = self.upstream.redactor.text(payload.value)
-                elif op.method.upper() in retry.SAFE_METHODS and multi:  # a read a later step needs: run it
-                    resp = await self._send(plan, op, real, evaluate, step.id)
-                    plan.record.requests.append(resp.provenance(step.id))
-                    if not resp.ok:
-                        raise self.upstream.failure(resp, op, spec.failure_modes)
-                    context["steps"][step.id] = _step_value(decode(resp), resp.status)
+                elif op.method.upper() in SAFE_METHODS and multi:  # a read a later step needs: run it
+                    resp, payload = await self._fetch(plan, op, real, evaluate, step.id)
+                    context["steps"][step.id] = _step_value(payload, resp.status)
                 else:
                     blind = blind or step.id
                     context["steps"][step.id] = None
@@ -755,7 +719,7 @@ class Runtime:
             structured["dryRunToken"], structured["expiresAt"] = self.policy.dry_run_token(
                 spec, branch, arguments, plan.caller)
         shaped = Shaper(ResponseSpec(max_bytes=max(spec.response.max_bytes, 16_000)), None).json(structured)
-        return results.success(shaped, meta)
+        return results.success(shaped, results.meta(plan.record.trace_id, plan.record.requests))
 
     def _audit_record(
         self, name: str, tool: _Tool | None, arguments: Mapping[str, Any] | None, caller: Caller, trace: str
@@ -800,11 +764,8 @@ class Runtime:
             return results.failure(_audit_failed(record.trace_id, sent=sent), results.meta(record.trace_id, []))
         return out
 
-    def _paged_result(self, tool: _Tool, shaped: Shaped, meta: dict[str, Any]) -> types.CallToolResult:
-        links = getattr(self, "catalog", None)
-        if links is None:
-            return results.success(shaped, meta)
-        return results.success(shaped, meta, links=links.links(tool.spec, shaped.structured))
+    def _success(self, tool: _Tool, shaped: Shaped, meta: dict[str, Any]) -> types.CallToolResult:
+        return results.success(shaped, meta, links=self.catalog.links(tool.spec, shaped.structured))
 
     def _result(
         self, tool: _Tool, branch: Branch, payload: Payload, last: UpstreamResponse | None, meta: dict[str, Any]
@@ -824,7 +785,7 @@ class Runtime:
             shaped = shaper.text(redact.text(payload.value), payload.media_type)
         else:
             shaped = shaper.json(redact.value(payload.value))
-        return results.success(shaped, meta, links=self.catalog.links(tool.spec, shaped.structured))
+        return self._success(tool, shaped, meta)
 
     # ------------------------------------------------------------------ MCP
 
@@ -868,7 +829,7 @@ class Runtime:
         return mcp_server
 
     def health(self) -> dict[str, Any]:
-        return {"status": "ok", "tools": len(self._listed), "manifest": self.manifest.content_hash}
+        return {"status": "ok", "tools": len(self._tools), "manifest": self.manifest.content_hash}
 
     async def aclose(self) -> None:
         await self.upstream.aclose()

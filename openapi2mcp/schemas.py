@@ -29,6 +29,7 @@ import warnings
 from collections import deque
 from collections.abc import Iterator
 from typing import Any, Literal
+from urllib.parse import unquote
 
 Mode = Literal["input", "output"]
 
@@ -71,7 +72,7 @@ class SchemaConverter:
         self._edges: dict[str, list[str]] = {}
         self._cyclic: set[str] = set()
         self._scc_done: set[str] = set()
-        self._memo: dict[tuple[str, Mode, int | None], Any] = {}
+        self._memo: dict[tuple[str, Mode, int | None], dict[str, Any]] = {}
         self._expanding: set[tuple[str, Mode, int | None]] = set()  # depth-limited expansions under way
         self._def_names: dict[str, str] = {}
         # walking deep schemas recursively is the simple, fast way; real specs nest a few hundred deep at most
@@ -80,14 +81,7 @@ class SchemaConverter:
     # ------------------------------------------------------------------ public
 
     def convert(self, schema: Any, mode: Mode, max_depth: int | None = None) -> dict[str, Any]:
-        """A standalone JSON Schema (with `$defs` for recursive parts) for an OpenAPI schema."""
-        out, defs = self.convert_parts(schema, mode, max_depth)
-        return {**out, "$defs": defs} if defs else out
-
-    def convert_parts(
-        self, schema: Any, mode: Mode, max_depth: int | None = None
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
-        """(schema, $defs it refers to as #/$defs/NAME): for embedding in a larger schema.
+        """A standalone JSON Schema (with `$defs` for recursive parts) for an OpenAPI schema.
 
         With `max_depth`, objects and arrays nested deeper than that keep their type and
         description but not their contents ("any object"); references, recursive ones included,
@@ -96,9 +90,7 @@ class SchemaConverter:
         """
         needed: list[str] = []
         out = self._node(schema, mode, needed, max_depth)
-        if not isinstance(out, dict):
-            out = {} if out is True else {"not": {}}
-        return out, (self._defs(needed, mode) if needed else {})
+        return {**out, "$defs": self._defs(needed, mode)} if needed else out
 
     def resolve(self, node: Any, pointer: str = "") -> Any:
         """Follow `$ref`s (internal, chained) to the node they name."""
@@ -119,8 +111,7 @@ class SchemaConverter:
             raise SchemaError(f"unresolved external reference {ref!r}", pointer)
         node: Any = self.doc
         for raw in ref[1:].split("/")[1:] if ref != "#" else []:
-            part = raw.replace("~1", "/").replace("~0", "~")
-            part = _unquote(part)
+            part = unquote(raw).replace("~1", "/").replace("~0", "~")  # RFC 6901 6: a URI fragment is decoded first
             if isinstance(node, dict) and part in node:
                 node = node[part]
             elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
@@ -132,7 +123,7 @@ class SchemaConverter:
 
     # ------------------------------------------------------------------ conversion
 
-    def _node(self, node: Any, mode: Mode, needed: list[str], depth: int | None) -> Any:
+    def _node(self, node: Any, mode: Mode, needed: list[str], depth: int | None) -> dict[str, Any]:
         if isinstance(node, bool):  # 3.1 boolean schemas: always a dict downstream
             return {} if node else {"not": {}}
         if not isinstance(node, dict):
@@ -142,13 +133,15 @@ class SchemaConverter:
             return self._ref(node, ref, mode, needed, depth)
         return self._object(node, mode, needed, depth)
 
-    def _ref(self, node: dict[str, Any], ref: str, mode: Mode, needed: list[str], depth: int | None) -> Any:
+    def _ref(
+        self, node: dict[str, Any], ref: str, mode: Mode, needed: list[str], depth: int | None
+    ) -> dict[str, Any]:
         if not ref.startswith("#"):
             return {"description": f"(unresolved reference {ref})"}
         if depth is None and self._is_cyclic(ref):
             if ref not in needed:
                 needed.append(ref)
-            out: Any = {"$ref": "#/$defs/" + self._def_name(ref)}
+            out: dict[str, Any] = {"$ref": "#/$defs/" + self._def_name(ref)}
         elif depth is not None and (ref, mode, depth) in self._expanding:
             # a cycle that never nests an object (through items or anyOf): depth cannot end it
             out = {}
@@ -165,7 +158,7 @@ class SchemaConverter:
                 self._collect_needed(ref, needed)
             out = self._memo[key]
         siblings = {k: v for k, v in node.items() if k != "$ref"}
-        if siblings and isinstance(out, dict):
+        if siblings:
             extra = self._object(siblings, mode, needed, depth)
             if extra:
                 out = {**out, **extra} if "$ref" not in out else {"allOf": [out], **extra}
@@ -299,17 +292,12 @@ class SchemaConverter:
             if name not in defs:
                 key = (ref, mode, None)
                 if key not in self._memo:
-                    self._memo[key] = self._object_or_ref(self.target(ref), mode, needed)
+                    self._memo[key] = self._node(self.target(ref), mode, needed, None)
                 else:
                     self._collect_needed(ref, needed)
                 defs[name] = self._memo[key]
             i += 1
         return {k: defs[k] for k in sorted(defs)}
-
-    def _object_or_ref(self, target: Any, mode: Mode, needed: list[str]) -> Any:
-        if isinstance(target, dict) and isinstance(target.get("$ref"), str):
-            return self._ref(target, target["$ref"], mode, needed, None)
-        return self._node(target, mode, needed, None)
 
     def _def_name(self, ref: str) -> str:
         name = self._def_names.get(ref)
@@ -516,18 +504,10 @@ def trim(text: str, limit: int) -> str:
     return cut.rstrip() + "…"
 
 
-def _unquote(part: str) -> str:
-    if "%" not in part:
-        return part
-    from urllib.parse import unquote
-
-    return unquote(part)
-
-
 def limit_depth(schema: Any, depth: int) -> Any:
     """A copy of a converted schema whose objects nested deeper than `depth` lose their contents.
 
-    The same rule as `convert_parts(max_depth=...)`, for schemas built from parts (projections).
+    The same rule as `convert(max_depth=...)`, for schemas built from parts (projections).
     """
     if not isinstance(schema, dict):
         return schema

@@ -20,6 +20,7 @@ The JSON Schema and JMESPath helpers shared with argument validation live here t
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -45,7 +46,12 @@ def dumps(value: Any) -> str:
 
 
 def json_size(value: Any) -> int:
-    return len(dumps(value).encode())
+    return _size(dumps(value))
+
+
+def _size(text: str) -> int:
+    """UTF-8 bytes of `text` (no copy when it is ASCII: `isascii` is O(1) in CPython)."""
+    return len(text) if text.isascii() else len(text.encode())
 
 
 def json_type(value: Any) -> str:
@@ -236,13 +242,13 @@ def _fit_lists(value: Any, limit: int) -> tuple[Any, list[Cut]]:
     """Cut the largest lists until the value fits (or every list is down to one item)."""
     cuts: list[Cut] = []
     done: set[tuple[str | int, ...]] = set()
-    while json_size(value) > limit:
+    while (whole := json_size(value)) > limit:
         candidates = [(json_size(v), p, v) for p, v in _lists(value) if p not in done and len(v) > 1]
         if not candidates:
             break
         size, path, items = max(candidates, key=lambda c: c[0])
         done.add(path)
-        budget = limit - (json_size(value) - size)
+        budget = limit - (whole - size)
         keep, used = 0, 2  # "[]"
         for item in items:
             used += json_size(item) + (1 if keep else 0)
@@ -293,16 +299,21 @@ def _fit_strings(value: Any, limit: int) -> tuple[Any, list[Cut]]:
     return _map_strings(value, _shorten(lo)), [Cut("*", "max_bytes", lo, longest, "characters")]
 
 
-def fit(value: Any, limit: int) -> tuple[Any, list[Cut]]:
-    """Fit a JSON value under `limit` serialised bytes, or raise RESPONSE_TOO_LARGE."""
-    if json_size(value) <= limit:
-        return value, []
+def fit(value: Any, limit: int) -> tuple[Any, str, list[Cut]]:
+    """Fit a JSON value under `limit` serialised bytes, or raise RESPONSE_TOO_LARGE.
+
+    Returns the value, its compact JSON text (measured, so it is never serialised twice) and the cuts.
+    """
+    text = dumps(value)
+    if _size(text) <= limit:
+        return value, text, []
     value, cuts = _fit_lists(value, limit)
     value, more = _fit_strings(value, limit)
     cuts += more
-    if json_size(value) > limit:
+    text = dumps(value)
+    if _size(text) > limit:
         raise _too_large(limit)
-    return value, cuts
+    return value, text, cuts
 
 
 def _too_large(limit: int) -> ToolFailure:
@@ -325,6 +336,14 @@ class Shaper:
         if spec.select:
             compile_expression(spec.select)
 
+    def with_response(self, spec: ResponseSpec) -> Shaper:
+        """The same output contract (its validator, compiled once per tool) under another ResponseSpec."""
+        other = copy.copy(self)
+        other.spec = spec
+        if spec.select:
+            compile_expression(spec.select)
+        return other
+
     def json(self, body: Any) -> Shaped:
         value = search(self.spec.select, body) if self.spec.select else body
         structured = self._wrap(value)
@@ -337,8 +356,7 @@ class Shaper:
         if self.validator is None:
             return _cap_text(text, self.spec.max_bytes)
         structured = {self.spec.wrap or "text": text}
-        error = first_error(self.validator, structured)
-        if error is not None:
+        if not self.validator.is_valid(structured):
             raise ToolFailure.of(
                 ErrorCode.UPSTREAM_INVALID_RESPONSE,
                 f"the upstream sent {media_type or 'text'} where the documented JSON was expected: {clip(text, 120)!r}",
@@ -356,7 +374,7 @@ class Shaper:
         after = cursor_at(len(items))
         self._check({"items": items, "next_cursor": after, "has_more": after is not None, **extra})
         reserve = len(after or "") + 160  # the two paging keys, and a cursor that may grow a little
-        fitted, cuts = fit({"items": items, **extra}, max(256, self.spec.max_bytes - reserve))
+        fitted, _, cuts = fit({"items": items, **extra}, max(256, self.spec.max_bytes - reserve))
         kept = fitted["items"]
         cursor = after if len(kept) == len(items) else cursor_at(len(kept))
         structured = {"items": kept, "next_cursor": cursor, "has_more": cursor is not None, **fitted}
@@ -406,15 +424,15 @@ class Shaper:
             )
 
     def _finish(self, structured: dict[str, Any], cuts: list[Cut]) -> Shaped:
-        fitted, more = fit(structured, self.spec.max_bytes)
+        fitted, text, more = fit(structured, self.spec.max_bytes)
         if more and self.validator is not None and not self.validator.is_valid(fitted):
             raise _too_large(self.spec.max_bytes)  # shortening broke the contract: refuse honestly
-        return Shaped(fitted, dumps(fitted), tuple(cuts + more))
+        return Shaped(fitted, text, tuple(cuts + more))
 
 
 def _cap_text(text: str, limit: int) -> Shaped:
-    data = text.encode()
-    if len(data) <= limit:
+    if _size(text) <= limit:
         return Shaped(None, text)
+    data = text.encode()
     kept = data[:limit].decode("utf-8", "ignore")
     return Shaped(None, kept, (Cut("", "max_bytes", len(kept.encode()), len(data), "bytes"),))

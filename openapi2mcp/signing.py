@@ -53,10 +53,15 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
+def _canonical(value: Any) -> bytes:
+    """The bytes a digest is over; `surrogatepass`: JSON strings may hold lone surrogates ("\\ud800")."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return text.encode("utf-8", "surrogatepass")
+
+
 def digest(value: Any) -> str:
     """A short, stable fingerprint of a JSON value (for binding a token to arguments)."""
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:24]
+    return hashlib.sha256(_canonical(value)).hexdigest()[:24]
 
 
 class Signer:
@@ -83,17 +88,19 @@ class Signer:
             )
         return cls(configured.encode(), clock=clock)
 
+    def _derive(self, purpose: str) -> bytes:
+        return hmac.new(self._key, f"openapi2mcp/{purpose}".encode(), hashlib.sha256).digest()
+
     def _subkey(self, purpose: str) -> bytes:
+        """The key of one of the server's own purposes (cached: callers pass constants, never client input)."""
         key = self._subkeys.get(purpose)
         if key is None:
-            key = hmac.new(self._key, f"openapi2mcp/{purpose}".encode(), hashlib.sha256).digest()
-            self._subkeys[purpose] = key
+            key = self._subkeys[purpose] = self._derive(purpose)
         return key
 
     def keyed_digest(self, purpose: str, value: Any) -> str:
         """HMAC-SHA256 (hex) of a JSON value: stable across replicas sharing the key, unguessable without it."""
-        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-        return hmac.new(self._subkey(purpose), text.encode(), hashlib.sha256).hexdigest()
+        return hmac.new(self._subkey(purpose), _canonical(value), hashlib.sha256).hexdigest()
 
     def sign(self, purpose: str, data: Mapping[str, Any], *, ttl: float) -> str:
         """A token for `data` that `verify(purpose, ...)` accepts for `ttl` seconds."""
@@ -114,11 +121,11 @@ class Signer:
         expected = hmac.new(self._subkey(purpose), raw, hashlib.sha256).digest()
         if not hmac.compare_digest(mac, expected):
             try:
-                other = json.loads(raw).get("p")
-            except (ValueError, AttributeError):
+                other = json.loads(raw).get("p")  # unauthenticated: any size, any nesting, any purpose
+            except (ValueError, AttributeError, RecursionError):
                 other = None
             if isinstance(other, str) and other != purpose and hmac.compare_digest(
-                mac, hmac.new(self._subkey(other), raw, hashlib.sha256).digest()
+                mac, hmac.new(self._derive(other), raw, hashlib.sha256).digest()  # not cached: client input
             ):
                 raise TokenError("purpose", f"this is a {other} token, not a {purpose}")
             raise TokenError("signature", "the token was altered or was not issued by this server")

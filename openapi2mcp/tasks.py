@@ -20,32 +20,37 @@ from __future__ import annotations
 import copy
 import json
 import re
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import jsonschema
 
 from openapi2mcp.compile import (
     DEFAULT_RISK,
     OUTPUT_DEPTH_TOOL,
+    SENSITIVE_NAME,
+    Arg,
+    Context,
     Operation,
     Use,
-    _annotations,
-    _apply_units,
-    _Arg,
-    _check_value,
-    _Context,
-    _op_description,
-    _op_title,
-    _operation_args,
-    _operation_spec,
-    _output_kind,
-    _request_body,
+    accept_header,
+    annotation_overrides,
+    apply_units,
+    check_value,
     compile_use,
     failure_modes,
     find_operation,
+    op_description,
+    op_title,
+    operation_args,
+    operation_spec,
+    output_kind,
+    request_body,
     response_base,
     response_def_of,
+    response_spec,
+    success_statuses,
+    tool_annotations,
     units_line,
     unknown_operation,
     wrap_output,
@@ -65,7 +70,16 @@ from openapi2mcp.manifest import (
     Step,
     ToolSpec,
 )
-from openapi2mcp.overlay import KeyPath, OverlayFile, PaginationDef, StepDef, ToolDef, ToolOverlay
+from openapi2mcp.overlay import (
+    ActionDef,
+    KeyPath,
+    OverlayFile,
+    PaginationDef,
+    StepDef,
+    ToolDef,
+    ToolOverlay,
+    VariantDef,
+)
 from openapi2mcp.projection import ProjectionError, parse, project_schema, root_references
 from openapi2mcp.schemas import flat_object_schema, limit_depth, schema_types
 
@@ -82,7 +96,7 @@ _EMPTY_RESULT: dict[str, Any] = {
 }
 
 
-def task_tool(ctx: _Context, tdef: ToolDef, overlay: ToolOverlay, doc: OverlayFile, at: KeyPath) -> ToolSpec:
+def task_tool(ctx: Context, tdef: ToolDef, overlay: ToolOverlay, doc: OverlayFile, at: KeyPath) -> ToolSpec:
     if tdef.actions is not None:
         return _action_tool(ctx, tdef, overlay, doc, at)
     if tdef.variants is not None:
@@ -105,7 +119,7 @@ _ALLOWED_KEYS = {
 _STYLE_KEYS = ("page_param", "size_param", "offset_param", "cursor_param", "first_page", "next", "header")
 
 
-def paginate(ctx: _Context, use: Use, pdef: PaginationDef, doc: OverlayFile, at: KeyPath, use_at: KeyPath) -> Use:
+def paginate(ctx: Context, use: Use, pdef: PaginationDef, doc: OverlayFile, at: KeyPath, use_at: KeyPath) -> Use:
     """Give a list operation the uniform paging contract; the API's paging parameters disappear."""
     op = use.op
     problems: list[Problem] = []
@@ -115,7 +129,7 @@ def paginate(ctx: _Context, use: Use, pdef: PaginationDef, doc: OverlayFile, at:
     wire_args = {a.wire: a for a in use.args if a.location not in ("body", "body*")}
     named = {a.name: a for a in use.args if a.location not in ("body", "body*")}
 
-    def find(key: str, default: str, *, needed: bool) -> _Arg | None:
+    def find(key: str, default: str, *, needed: bool) -> Arg | None:
         explicit = getattr(pdef, key)
         name = explicit or default
         arg = wire_args.get(name) or named.get(name)
@@ -135,8 +149,8 @@ def paginate(ctx: _Context, use: Use, pdef: PaginationDef, doc: OverlayFile, at:
             ))
         return arg
 
-    position: _Arg | None = None
-    link_page: _Arg | None = None  # link style: hidden, the Link header says where page 2 is
+    position: Arg | None = None
+    link_page: Arg | None = None  # link style: hidden, the Link header says where page 2 is
     if pdef.style in _POSITION:
         key, default = _POSITION[pdef.style]
         position = find(key, default, needed=True)
@@ -241,14 +255,14 @@ def paginate(ctx: _Context, use: Use, pdef: PaginationDef, doc: OverlayFile, at:
         },
     }
     return Use(
-        op=op, args=use.args, operation=_operation_spec(ctx, op, use.args), output_schema=output,
+        op=op, args=use.args, operation=operation_spec(ctx, op, use.args), output_schema=output,
         output_kind="json", response=ResponseSpec(max_bytes=response_def.max_bytes), risk=use.risk,
         pagination=spec, extra_inputs=extra,
     )
 
 
 def _page_size(
-    pdef: PaginationDef, size: _Arg | None, doc: OverlayFile, at: KeyPath, problems: list[Problem]
+    pdef: PaginationDef, size: Arg | None, doc: OverlayFile, at: KeyPath, problems: list[Problem]
 ) -> int:
     schema = size.schema if size is not None else {}
     maximum = schema.get("maximum") if isinstance(schema.get("maximum"), int) else None
@@ -263,7 +277,7 @@ def _page_size(
     return page_size
 
 
-def _param_of(arg: _Arg | None) -> ParamSpec | None:
+def _param_of(arg: Arg | None) -> ParamSpec | None:
     if arg is None or arg.param is None:
         return None
     return arg.param.model_copy(update={"arg": None, "required": False})
@@ -277,9 +291,12 @@ def paging_sentence(p: PaginationSpec) -> str:
     )
 
 
-def _project(expr: str, base: dict[str, Any], what: str, doc: OverlayFile, where: KeyPath) -> dict[str, Any]:
+def _project(
+    expr: str, base: dict[str, Any], what: str, doc: OverlayFile, where: KeyPath, *, context: bool = False
+) -> dict[str, Any]:
+    """The schema of `expr`'s result over `base` (over a chain's {inputs, steps} with `context`)."""
     try:
-        out = project_schema(expr, base, what=what)
+        out = project_schema(expr, base, what=what, context=context)
     except ProjectionError as e:
         raise InputError(doc.problem(where, str(e), hint=e.hint)) from None
     return out or {}
@@ -458,32 +475,13 @@ def _branch_output(use: Use) -> dict[str, Any] | None:
     return use.output_schema
 
 
-def _combined_annotations(
-    parts: list[tuple[str, Risk]], title: str | None, overrides: dict[str, Any]
-) -> dict[str, Any]:
-    """Hints for a tool of several calls: read-only only if all are, destructive if any is."""
-    each = [_annotations(method, risk, None, {}) for method, risk in parts]
-    read_only = all(a["readOnlyHint"] for a in each)
-    out: dict[str, Any] = {}
-    if title:
-        out["title"] = title
-    out["readOnlyHint"] = read_only
-    if not read_only:
-        writes = [a for a in each if not a["readOnlyHint"]]
-        out["destructiveHint"] = any(a["destructiveHint"] for a in writes)
-        out["idempotentHint"] = all(a.get("idempotentHint", True) for a in each)
-    out["openWorldHint"] = True
-    out.update(overrides)
-    return out
-
-
 def _highest(risks: list[Risk]) -> Risk:
     return max(risks, key=lambda r: RISK_ORDER[r])
 
 
 def _requirements(b: _BranchUse, required_everywhere: list[str], when: list[str]) -> list[str]:
-    schema = b.use.input_schema()
-    return [r for r in schema.get("required", []) if r not in required_everywhere and r not in when]
+    """What this branch needs beyond what every branch needs (and, for a variant, what selects it)."""
+    return [a.name for a in b.use.visible if a.required and a.name not in required_everywhere and a.name not in when]
 
 
 def _finish_multi(
@@ -499,13 +497,11 @@ def _finish_multi(
     live = [(b, s) for b, s in zip(branches, specs, strict=True) if s.risk != "forbidden"]
     output_schema = merge_outputs([_branch_output(b.use) for b, _ in live]) if live else None
     units = dict(tdef.units)
-    if units:
-        output_schema = copy.deepcopy(output_schema)
-        _apply_units(input_schema, output_schema, units, doc, (*at, "units"))
+    output_schema = apply_units(input_schema, output_schema, units, doc, (*at, "units"))
     description += units_line(units, [a for b, _ in live for a in b.use.args])
     risk: Risk = _highest([s.risk for _, s in live]) if live else "forbidden"
-    overrides = tdef.annotations.model_dump(by_alias=True, exclude_none=True) if tdef.annotations else {}
-    annotations = _combined_annotations([(b.use.op.method, s.risk) for b, s in live], tdef.title, overrides)
+    annotations = tool_annotations([(b.use.op.method, s.risk) for b, s in live], tdef.title,
+                                   annotation_overrides(tdef))
     side_effects = list(tdef.side_effects)
     for _, s in live:
         side_effects += [e for e in s.side_effects if e not in side_effects]
@@ -540,13 +536,22 @@ def _one_line(text: str) -> str:
 def _branch_description(own: str | None, op: Operation) -> str:
     if own:
         return " ".join(own.split())
-    return _one_line(_op_description(op, limit=None))
+    return _one_line(op_description(op, limit=None))
+
+
+def _compile_branch(
+    ctx: Context, tdef: ToolDef, bdef: ActionDef | VariantDef, overlay: ToolOverlay, doc: OverlayFile, at: KeyPath
+) -> tuple[Use, Extra]:
+    """One action or variant: its operation compiled (its `response`, else the tool's), then its contract."""
+    response_def = response_def_of(bdef.response or tdef.response, overlay)
+    use = compile_use(ctx, bdef.operation, bdef.params, bdef.risk, response_def, bdef.pagination, doc, at)
+    return adjust_use(ctx, use, tdef, bdef, doc, at)
 
 
 # ============================================================================ actions
 
 
-def _action_tool(ctx: _Context, tdef: ToolDef, overlay: ToolOverlay, doc: OverlayFile, at: KeyPath) -> ToolSpec:
+def _action_tool(ctx: Context, tdef: ToolDef, overlay: ToolOverlay, doc: OverlayFile, at: KeyPath) -> ToolSpec:
     assert tdef.actions is not None
     branches: list[_BranchUse] = []
     problems: list[Problem] = []
@@ -554,9 +559,7 @@ def _action_tool(ctx: _Context, tdef: ToolDef, overlay: ToolOverlay, doc: Overla
     for name, adef in tdef.actions.items():
         where = (*at, "actions", name)
         try:
-            use = compile_use(ctx, adef.operation, adef.params, adef.risk,
-                              response_def_of(adef.response or tdef.response, overlay), adef.pagination, doc, where)
-            use, extras[name] = adjust_use(ctx, use, tdef, adef, doc, where)
+            use, extras[name] = _compile_branch(ctx, tdef, adef, overlay, doc, where)
         except InputError as e:
             problems.extend(e.problems)
             continue
@@ -619,7 +622,7 @@ def _branch_spec(b: _BranchUse, *, requires: list[str], accepts: list[str], when
 # ============================================================================ variants
 
 
-def _variant_tool(ctx: _Context, tdef: ToolDef, overlay: ToolOverlay, doc: OverlayFile, at: KeyPath) -> ToolSpec:
+def _variant_tool(ctx: Context, tdef: ToolDef, overlay: ToolOverlay, doc: OverlayFile, at: KeyPath) -> ToolSpec:
     assert tdef.variants is not None
     branches: list[_BranchUse] = []
     problems: list[Problem] = []
@@ -644,9 +647,7 @@ def _variant_tool(ctx: _Context, tdef: ToolDef, overlay: ToolOverlay, doc: Overl
     for i, vdef in enumerate(tdef.variants):
         where = (*at, "variants", i)
         try:
-            use = compile_use(ctx, vdef.operation, vdef.params, vdef.risk,
-                              response_def_of(vdef.response or tdef.response, overlay), vdef.pagination, doc, where)
-            use, extra = adjust_use(ctx, use, tdef, vdef, doc, where)
+            use, extra = _compile_branch(ctx, tdef, vdef, overlay, doc, where)
         except InputError as e:
             problems.extend(e.problems)
             continue
@@ -764,6 +765,7 @@ def to_jmespath(value: str) -> str:
 
 
 _SCALARS = {"string", "integer", "number", "boolean"}
+_SIMPLE_INPUT = re.compile(r"^inputs\.([A-Za-z_][A-Za-z0-9_]*)$")
 
 
 def _kind(types: set[str]) -> set[str]:
@@ -774,23 +776,84 @@ def _kind(types: set[str]) -> set[str]:
 class _ChainStep:
     sdef: StepDef
     op: Operation
-    at: KeyPath
     use_output: dict[str, Any]  # what `$steps.<id>` holds, for type checks
 
 
-def _chain_tool(ctx: _Context, tdef: ToolDef, overlay: ToolOverlay, doc: OverlayFile, at: KeyPath) -> ToolSpec:
+class _Expr(NamedTuple):
+    """An expression of a chain, checked once every step is known (against what it can see)."""
+
+    expr: str  # JMESPath
+    what: str  # for messages: "step 'customer' parameter 'customerId'"
+    where: KeyPath
+    step: int  # the index of the step it belongs to (len(steps) for `outputs`): it sees the steps before
+    target: dict[str, Any] | None  # the schema its value must fit (None: anything)
+
+
+@dataclass
+class _ChainInputs:
+    """What compiling a chain's steps collects: the tool's arguments and the expressions to check."""
+
+    doc: OverlayFile
+    declared: dict[str, Any] | None  # the overlay's `inputs`; None: derived from the `$inputs.x` used
+    derived: dict[str, dict[str, Any]] = field(default_factory=dict)
+    derived_required: set[str] = field(default_factory=set)
+    exprs: list[_Expr] = field(default_factory=list)
+
+    def input_schema(self) -> dict[str, Any]:
+        if self.declared is not None:
+            return self.declared
+        return flat_object_schema(self.derived, [n for n in self.derived if n in self.derived_required], {})
+
+    def feed(self, arg: Arg, value: Any, sdef: StepDef, index: int, what: str, where: KeyPath) -> str | None:
+        """A step parameter or body property given `value`: the JMESPath of an expression, None for a literal.
+
+        A literal must fit the argument's schema; an expression is kept for checking against the
+        steps before it, and `$inputs.x` feeding it makes x a tool argument (without `inputs`).
+        """
+        if not is_expression(value):
+            try:
+                check_value(arg.schema, value, "value")
+            except ValueError as e:
+                raise InputError(self.doc.problem(where, str(e))) from None
+            return None
+        try:
+            expr = to_jmespath(value)
+            parse(expr)
+        except ValueError as e:
+            raise InputError(self.doc.problem(where, str(e))) from None
+        except ProjectionError as e:
+            raise InputError(self.doc.problem(where, f"{what}: {e}", hint=e.hint)) from None
+        self._derive_input(expr, arg, sdef)
+        self.exprs.append(_Expr(expr, what, where, index, arg.schema))
+        return expr
+
+    def _derive_input(self, expr: str, arg: Arg, sdef: StepDef) -> None:
+        """Without declared `inputs`, `$inputs.x` feeding an argument makes x a tool argument of its schema."""
+        if self.declared is not None:
+            return
+        m = _SIMPLE_INPUT.match(expr.strip())
+        if m is None:
+            for path in root_references(expr):
+                if len(path) >= 2 and path[0] == "inputs":
+                    self.derived.setdefault(path[1], {})
+            return
+        name = m.group(1)
+        if not self.derived.get(name):
+            self.derived[name] = copy.deepcopy(arg.schema)
+        if arg.required and sdef.when is None:
+            self.derived_required.add(name)
+
+
+def _chain_tool(ctx: Context, tdef: ToolDef, overlay: ToolOverlay, doc: OverlayFile, at: KeyPath) -> ToolSpec:
     assert tdef.steps is not None
     problems: list[Problem] = []
     ids = [s.step_id for s in tdef.steps]
     for i, sid in enumerate(ids):
         if sid in ids[:i]:
             problems.append(doc.problem((*at, "steps", i, "stepId"), f"step id {sid!r} is used twice"))
-    declared = _declared_inputs(tdef, doc, at, problems)
-    derived: dict[str, dict[str, Any]] = {}
-    derived_required: set[str] = set()
+    inputs = _ChainInputs(doc, _declared_inputs(tdef, doc, at, problems))
     chain: list[_ChainStep] = []
     steps: list[Step] = []
-    exprs: list[tuple[str, str, KeyPath, int, dict[str, Any] | None]] = []  # expr, what, where, step index, target
     for i, sdef in enumerate(tdef.steps):
         where = (*at, "steps", i)
         op = find_operation(ctx, sdef.operation_id)
@@ -798,79 +861,68 @@ def _chain_tool(ctx: _Context, tdef: ToolDef, overlay: ToolOverlay, doc: Overlay
             problems.append(unknown_operation(ctx, sdef.operation_id, doc, (*where, "operationId")).problems[0])
             continue
         try:
-            step = _chain_step(ctx, sdef, op, i, where, doc, declared, derived, derived_required, exprs)
+            step = _chain_step(ctx, inputs, sdef, op, i, where)
         except InputError as e:
             problems.extend(e.problems)
             continue
         steps.append(step)
-        chain.append(_ChainStep(sdef, op, where, _step_value_schema(ctx, op)))
+        chain.append(_ChainStep(sdef, op, _step_value_schema(ctx, op)))
     if problems:
         raise InputError(problems)
 
-    input_schema = declared if declared is not None else flat_object_schema(
-        derived, [n for n in derived if n in derived_required], {})
+    input_schema = inputs.input_schema()
     output_expr, output_at = _outputs_expression(tdef, doc, at)
     # check every expression against the context it will see: inputs and the steps before it
-    for expr, what, where, index, target in exprs:
-        _check_expression(expr, what, where, index, chain, input_schema, doc, problems, target)
+    for check in inputs.exprs:
+        _check_expression(check, chain, input_schema, doc, problems)
     if output_expr is not None:
-        _check_expression(output_expr, "`outputs`", output_at, len(chain), chain, input_schema, doc, problems, None)
+        _check_expression(_Expr(output_expr, "`outputs`", output_at, len(chain), None), chain, input_schema, doc,
+                          problems)
     if problems:
         raise InputError(problems)
 
-    response_def = response_def_of(tdef.response, overlay)
+    response = response_spec(response_def_of(tdef.response, overlay))
     raw: dict[str, Any] | None
     if output_expr is not None:
-        raw = _project_context(output_expr, _context_schema(chain, len(chain), input_schema), "`outputs`", doc,
-                               output_at)
+        raw = _project(output_expr, _context_schema(chain, len(chain), input_schema), "`outputs`", doc, output_at,
+                       context=True)
     else:
         last = chain[-1]
         if last.sdef.when:
             raise InputError(doc.problem(
                 (*at, "outputs"), "the last step is conditional (`when`): say what the tool returns with `outputs`"))
-        raw = last.use_output if _output_kind(ctx, last.op) != "other" else None
-    select = response_def.select if response_def else None
-    if select and raw is not None:
-        raw = _project(select, raw, "`select`", doc, (*at, "response", "select"))
+        raw = last.use_output if output_kind(ctx, last.op) != "other" else None
+    if response.select and raw is not None:
+        raw = _project(response.select, raw, "`select`", doc, (*at, "response", "select"))
     output_schema, wrap = wrap_output(limit_depth(raw, OUTPUT_DEPTH_TOOL + 1)) if raw else (None, None)
-    response = ResponseSpec(
-        select=select,
-        max_items=response_def.max_items if response_def else None,
-        max_bytes=(response_def.max_bytes if response_def and response_def.max_bytes else 64_000),
-        wrap=wrap,
-    )
     units = dict(tdef.units)
-    if units:
-        output_schema = copy.deepcopy(output_schema)
-        _apply_units(input_schema, output_schema, units, doc, (*at, "units"))
+    output_schema = apply_units(input_schema, output_schema, units, doc, (*at, "units"))
     methods = [(c.op.method, DEFAULT_RISK.get(c.op.method, "medium")) for c in chain]
     risk: Risk = tdef.risk or _highest([r for _, r in methods])
-    overrides = tdef.annotations.model_dump(by_alias=True, exclude_none=True) if tdef.annotations else {}
-    annotations = _combined_annotations([(m, risk) for m, _ in methods], tdef.title, overrides)
+    annotations = tool_annotations([(m, risk) for m, _ in methods], tdef.title, annotation_overrides(tdef))
     flow = " -> ".join(f"{c.sdef.step_id} ({c.op.id})" for c in chain)
-    description = (tdef.description or _op_description(chain[0].op, limit=None)).rstrip()
+    description = (tdef.description or op_description(chain[0].op, limit=None)).rstrip()
     description += f"\nRuns {len(chain)} calls: {flow}; if one fails, the error's `step` names it."
     description += units_line(units, [])
     branch = Branch(key="default", steps=steps, output=output_expr, risk=risk,
                     side_effects=list(tdef.side_effects))
     return finish_tool(ToolSpec(
         name=tdef.name,
-        title=tdef.title or _op_title(chain[0].op),
+        title=tdef.title or op_title(chain[0].op),
         description=description.strip(),
         input_schema=input_schema,
         output_schema=output_schema,
         annotations=annotations,
         dispatch="single",
         branches=[branch],
-        response=response.model_copy(update={"units": units}),
+        response=response.model_copy(update={"wrap": wrap, "units": units}),
         failure_modes=failure_modes(tdef),
         risk=risk,
         category=tdef.category,
         permissions=list(tdef.permissions),
         side_effects=list(tdef.side_effects),
         audit_event=tdef.audit_event,
-        sensitive=sorted(n for n in input_schema.get("properties", {}) if re.search(
-            r"pass(word)?|secret|token|api[-_]?key|credential", n, re.I)),
+        sensitive=sorted(n for n in input_schema.get("properties", {}) if SENSITIVE_NAME.search(n)),
     ), tdef, {}, doc, at)
 
 
@@ -897,20 +949,10 @@ def _declared_inputs(tdef: ToolDef, doc: OverlayFile, at: KeyPath, problems: lis
     return dict(schema)
 
 
-def _chain_step(
-    ctx: _Context,
-    sdef: StepDef,
-    op: Operation,
-    index: int,
-    where: KeyPath,
-    doc: OverlayFile,
-    declared: dict[str, Any] | None,
-    derived: dict[str, dict[str, Any]],
-    derived_required: set[str],
-    exprs: list[tuple[str, str, KeyPath, int, dict[str, Any] | None]],
-) -> Step:
+def _chain_step(ctx: Context, inputs: _ChainInputs, sdef: StepDef, op: Operation, index: int, where: KeyPath) -> Step:
+    doc = inputs.doc
     problems: list[Problem] = []
-    args = _operation_args(ctx, op)
+    args = operation_args(ctx, op)
     params_by_wire = {(a.location, a.wire): a for a in args if a.location not in ("body", "body*")}
     body_args = [a for a in args if a.location in ("body", "body*")]
     given: dict[str, Any] = {}
@@ -936,11 +978,14 @@ def _chain_step(
         arg = matches[0]
         assert arg.param is not None
         given[arg.wire] = pdef.value
-        what = f"step {sdef.step_id!r} parameter {pdef.name!r}"
-        spec = _fed(arg, pdef.value, what, (*pwhere, "value"), index, doc, declared, derived, derived_required,
-                    exprs, sdef, problems)
-        if spec is not None:
-            params.append(spec)
+        try:
+            expr = inputs.feed(arg, pdef.value, sdef, index, f"step {sdef.step_id!r} parameter {pdef.name!r}",
+                               (*pwhere, "value"))
+        except InputError as e:
+            problems.extend(e.problems)
+            continue
+        fed = {"fixed": True, "value": pdef.value} if expr is None else {"expr": expr}
+        params.append(arg.param.model_copy(update={**fed, "required": arg.required}))
     for a in args:
         if a.location not in ("body", "body*") and a.required and a.wire not in given:
             problems.append(doc.problem(
@@ -948,8 +993,7 @@ def _chain_step(
                 f"step {sdef.step_id!r}: {op.id!r} needs parameter {a.wire!r} ({a.location})",
                 hint=f"add {{name: {a.wire}, value: $inputs.{a.name}}} or a value from an earlier step",
             ))
-    body = _chain_body(ctx, sdef, op, index, where, doc, body_args, declared, derived, derived_required, exprs,
-                       problems)
+    body = _chain_body(ctx, inputs, sdef, op, index, where, body_args, problems)
     when = None
     if sdef.when is not None:
         try:
@@ -957,90 +1001,26 @@ def _chain_step(
         except ValueError as e:
             problems.append(doc.problem((*where, "when"), str(e)))
         else:
-            exprs.append((when, f"step {sdef.step_id!r} `when`", (*where, "when"), index, None))
+            inputs.exprs.append(_Expr(when, f"step {sdef.step_id!r} `when`", (*where, "when"), index, None))
     if problems:
         raise InputError(problems)
-    base = _operation_spec(ctx, op, [])
     operation = OperationSpec(id=op.id, method=op.method, path=op.path, params=params, body=body,
-                              success=base.success, accept=base.accept)
+                              success=success_statuses(op), accept=accept_header(op))
     return Step(id=sdef.step_id, operation=operation, when=when)
 
 
-def _fed(
-    arg: _Arg,
-    value: Any,
-    what: str,
-    where: KeyPath,
-    index: int,
-    doc: OverlayFile,
-    declared: dict[str, Any] | None,
-    derived: dict[str, dict[str, Any]],
-    derived_required: set[str],
-    exprs: list[tuple[str, str, KeyPath, int, dict[str, Any] | None]],
-    sdef: StepDef,
-    problems: list[Problem],
-) -> ParamSpec | None:
-    """The ParamSpec of a step parameter fed by a literal or an expression."""
-    assert arg.param is not None
-    if not is_expression(value):
-        try:
-            _check_value(arg.schema, value, "value")
-        except ValueError as e:
-            problems.append(doc.problem(where, str(e)))
-            return None
-        return arg.param.model_copy(update={"fixed": True, "value": value, "required": arg.required})
-    try:
-        expr = to_jmespath(value)
-        parse(expr)
-    except ValueError as e:
-        problems.append(doc.problem(where, str(e)))
-        return None
-    except ProjectionError as e:
-        problems.append(doc.problem(where, f"{what}: {e}", hint=e.hint))
-        return None
-    _derive_input(expr, arg, sdef, declared, derived, derived_required)
-    exprs.append((expr, what, where, index, arg.schema))
-    return arg.param.model_copy(update={"expr": expr, "required": arg.required})
-
-
-_SIMPLE_INPUT = re.compile(r"^inputs\.([A-Za-z_][A-Za-z0-9_]*)$")
-
-
-def _derive_input(
-    expr: str, arg: _Arg, sdef: StepDef, declared: dict[str, Any] | None,
-    derived: dict[str, dict[str, Any]], derived_required: set[str],
-) -> None:
-    """Without declared `inputs`, `$inputs.x` feeding a parameter makes x an argument of its schema."""
-    if declared is not None:
-        return
-    m = _SIMPLE_INPUT.match(expr.strip())
-    if m is None:
-        for path in root_references(expr):
-            if len(path) >= 2 and path[0] == "inputs":
-                derived.setdefault(path[1], {})
-        return
-    name = m.group(1)
-    if not derived.get(name):
-        derived[name] = copy.deepcopy(arg.schema)
-    if arg.required and sdef.when is None:
-        derived_required.add(name)
-
-
 def _chain_body(
-    ctx: _Context,
+    ctx: Context,
+    inputs: _ChainInputs,
     sdef: StepDef,
     op: Operation,
     index: int,
     where: KeyPath,
-    doc: OverlayFile,
-    body_args: list[_Arg],
-    declared: dict[str, Any] | None,
-    derived: dict[str, dict[str, Any]],
-    derived_required: set[str],
-    exprs: list[tuple[str, str, KeyPath, int, dict[str, Any] | None]],
+    body_args: list[Arg],
     problems: list[Problem],
 ) -> BodySpec | None:
-    request = _request_body(ctx, op)
+    doc = inputs.doc
+    request = request_body(ctx, op)
     rdef = sdef.request_body
     if rdef is None:
         if request is not None and request.required:
@@ -1069,26 +1049,15 @@ def _chain_body(
                 problems.append(doc.problem(pwhere, f"{op.id!r}'s request body has no property {key!r}"
                                             + (f"; {hint}" if hint else "")))
                 continue
-            if is_expression(value):
-                try:
-                    expr = to_jmespath(value)
-                    parse(expr)
-                except ValueError as e:
-                    problems.append(doc.problem(pwhere, str(e)))
-                    continue
-                except ProjectionError as e:
-                    problems.append(doc.problem(pwhere, str(e), hint=e.hint))
-                    continue
-                computed[key] = expr
-                exprs.append((expr, f"step {sdef.step_id!r} body property {key!r}", pwhere, index, arg.schema))
-                _derive_input(expr, arg, sdef, declared, derived, derived_required)
-            else:
-                try:
-                    _check_value(arg.schema, value, "value")
-                except ValueError as e:
-                    problems.append(doc.problem(pwhere, str(e)))
-                    continue
+            try:
+                expr = inputs.feed(arg, value, sdef, index, f"step {sdef.step_id!r} body property {key!r}", pwhere)
+            except InputError as e:
+                problems.extend(e.problems)
+                continue
+            if expr is None:
                 fixed[key] = value
+            else:
+                computed[key] = expr
         missing = [a.wire for a in props.values() if a.required and a.wire not in payload]
         if missing:
             problems.append(doc.problem((*bwhere, "payload"), f"step {sdef.step_id!r}: the body needs "
@@ -1100,14 +1069,14 @@ def _chain_body(
         except ValueError as e:
             problems.append(doc.problem((*bwhere, "payload"), str(e)))
             return None
-        exprs.append((expr, f"step {sdef.step_id!r} requestBody", (*bwhere, "payload"), index, None))
+        inputs.exprs.append(_Expr(expr, f"step {sdef.step_id!r} requestBody", (*bwhere, "payload"), index, None))
         return BodySpec(media_type=media, required=request.required, expr=expr)
     return BodySpec(media_type=media, required=True, value=payload)
 
 
-def _step_value_schema(ctx: _Context, op: Operation) -> dict[str, Any]:
+def _step_value_schema(ctx: Context, op: Operation) -> dict[str, Any]:
     """What `$steps.<id>` holds: the response body (its schema), or {status} when there is none."""
-    kind = _output_kind(ctx, op)
+    kind = output_kind(ctx, op)
     if kind == "empty":
         return _EMPTY_RESULT
     if kind == "json":
@@ -1142,27 +1111,11 @@ def _context_schema(chain: list[_ChainStep], upto: int, inputs: dict[str, Any]) 
     return out
 
 
-def _project_context(expr: str, context: dict[str, Any], what: str, doc: OverlayFile,
-                     where: KeyPath) -> dict[str, Any]:
-    try:
-        out = project_schema(expr, context, what=what, context=True)
-    except ProjectionError as e:
-        raise InputError(doc.problem(where, str(e), hint=e.hint)) from None
-    return out or {}
-
-
 def _check_expression(
-    expr: str,
-    what: str,
-    where: KeyPath,
-    index: int,
-    chain: list[_ChainStep],
-    inputs: dict[str, Any],
-    doc: OverlayFile,
-    problems: list[Problem],
-    target: dict[str, Any] | None,
+    check: _Expr, chain: list[_ChainStep], inputs: dict[str, Any], doc: OverlayFile, problems: list[Problem]
 ) -> None:
     """Step references must exist and come earlier; fields must exist; types must fit the target."""
+    expr, what, where, index, target = check
     ids = [c.sdef.step_id for c in chain]
     try:
         refs = root_references(expr)

@@ -7,9 +7,11 @@
   form/spaceDelimited/pipeDelimited/deepObject, header simple, cookie form, `content` params as
   JSON) and every body encoding (JSON, form, multipart, text, octet-stream, as-is). Path values
   are percent-encoded completely, so no argument can change the route, and the URL is always the
-  configured origin plus an encoded path: no argument can change scheme, host or port.
+  configured origin plus an encoded path: no argument can change scheme, host or port. A value
+  HTTP cannot carry (a lone surrogate, a non-ASCII header) is ARGUMENT_INVALID, not a crash.
 * Sending: a pooled client, no automatic redirects (a few same-origin ones are followed for
-  GET/HEAD), the body streamed and refused past `max_response_bytes`.
+  GET/HEAD), the body streamed and refused past `max_response_bytes`. `Upstream.fetch` is the one
+  path of tool steps and resource reads: send, retry (retry.py), record, map errors, decode.
 * Errors: HTTP status -> stable `ErrorCode` (the overlay's `failure_modes` first), quoting the
   upstream's own message, short; transport failures -> UPSTREAM_TIMEOUT / UPSTREAM_UNAVAILABLE.
 
@@ -43,6 +45,7 @@ from openapi2mcp.manifest import (
     MissingVariable,
     OperationSpec,
     ParamSpec,
+    RetrySpec,
     UpstreamSpec,
     expand,
     optional,
@@ -85,6 +88,8 @@ class Redactor:
 
     def __init__(self, secrets: set[str]) -> None:
         self.secrets = tuple(sorted((s for s in secrets if len(s) >= _MIN_SECRET), key=len, reverse=True))
+        # each secret as it appears inside serialised JSON (quotes, backslashes, control characters escaped)
+        self._in_json = tuple(_json(s)[1:-1] for s in self.secrets)
 
     def text(self, text: str) -> str:
         for secret in self.secrets:
@@ -93,14 +98,26 @@ class Redactor:
         return text
 
     def value(self, value: Any) -> Any:
+        """`value` with secrets replaced in every string and key; `value` itself when it holds none.
+
+        Every upstream body passes here: one serialisation (C speed) finds out whether a secret
+        occurs at all, so the node-by-node walk runs only for the rare body that has one.
+        """
         if not self.secrets:
             return value
+        try:
+            text = _json(value)
+        except (TypeError, ValueError):  # not plain JSON data: walk it
+            return self._walk(value)
+        return self._walk(value) if any(s in text for s in self._in_json) else value
+
+    def _walk(self, value: Any) -> Any:
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, list):
-            return [self.value(v) for v in value]
+            return [self._walk(v) for v in value]
         if isinstance(value, dict):
-            return {self.text(k): self.value(v) for k, v in value.items()}
+            return {self.text(k): self._walk(v) for k, v in value.items()}
         return value
 
 
@@ -345,6 +362,8 @@ def header_value(p: ParamSpec, value: Any) -> str:
         text = _scalar(value)
     if any(c in text for c in "\r\n\0"):
         raise _invalid(f"{p.arg or p.name}: header values cannot contain line breaks", p.arg)
+    if not text.isascii():
+        raise _invalid(f"{p.arg or p.name}: header values are ASCII text only (HTTP sends no other characters)", p.arg)
     return text
 
 
@@ -389,9 +408,8 @@ def _b64(value: Any, what: str, arg: str | None) -> bytes:
         raise _invalid(f"{what} is not valid base64", arg) from None
 
 
-def encode_body(spec: BodySpec, value: Any, *, arg_of: Mapping[str, str] | None = None) -> EncodedBody:
-    """Encode a body value for `spec.media_type`. `arg_of` maps properties to argument names."""
-    args = arg_of or {}
+def encode_body(spec: BodySpec, value: Any) -> EncodedBody:
+    """Encode a body value for `spec.media_type`."""
     mt = spec.media_type.split(";")[0].strip().lower()
     if is_json_media(mt):
         return EncodedBody(_json(value).encode(), spec.media_type)
@@ -406,7 +424,7 @@ def encode_body(spec: BodySpec, value: Any, *, arg_of: Mapping[str, str] | None 
     if mt == "multipart/form-data":
         if not isinstance(value, dict):
             raise _invalid(f"{spec.arg or 'body'}: a multipart body must be an object", spec.arg)
-        return _multipart(spec, value, args)
+        return _multipart(spec, value)
     if mt == "application/octet-stream":
         return EncodedBody(_b64(value, spec.arg or "body", spec.arg), spec.media_type)
     # text/plain, XML, any other media type: a string is sent as-is, anything else as JSON.
@@ -414,7 +432,7 @@ def encode_body(spec: BodySpec, value: Any, *, arg_of: Mapping[str, str] | None 
     return EncodedBody(text.encode(), spec.media_type)
 
 
-def _multipart(spec: BodySpec, value: dict[str, Any], args: Mapping[str, str]) -> EncodedBody:
+def _multipart(spec: BodySpec, value: dict[str, Any]) -> EncodedBody:
     """Binary properties become file parts, objects JSON parts, the rest plain fields.
 
     `spec.content_types` (the spec's `encoding.contentType`) overrides a part's content type.
@@ -423,8 +441,8 @@ def _multipart(spec: BodySpec, value: dict[str, Any], args: Mapping[str, str]) -
     files: list[tuple[str, tuple[str | None, bytes, str]]] = []
     for key, item in value.items():
         declared = spec.content_types.get(key)
-        if key in spec.binary:
-            arg = args.get(key, key)
+        if key in spec.binary:  # a bad value is named by its tool argument
+            arg = next((a for a, prop in spec.properties.items() if prop == key), key)
             files.append((key, (key, _b64(item, arg, arg), declared or "application/octet-stream")))
         elif isinstance(item, dict) or (isinstance(item, list) and any(isinstance(i, dict | list) for i in item)):
             files.append((key, (None, _json(item).encode(), declared or "application/json")))
@@ -544,8 +562,7 @@ def prepare(settings: Settings, op: OperationSpec, inputs: Mapping[str, Any], ev
     if op.body is not None:
         value = _body_value(op.body, inputs, evaluate)
         if value is not MISSING:
-            props = {prop: arg for arg, prop in op.body.properties.items()}
-            body = encode_body(op.body, value, arg_of=props)
+            body = encode_body(op.body, value)
             if body.content_type:
                 headers["Content-Type"] = body.content_type
 
@@ -637,13 +654,34 @@ def _is_text(mt: str) -> bool:
     return mt.startswith("text/") or mt in _TEXT_TYPES or mt.endswith(("+xml", "+yaml"))
 
 
+# A lone surrogate: valid JSON ("\ud83d" of an emoji cut in half, as UTF-16 string APIs do), no valid
+# Unicode. It would fail every later step (UTF-8 encoding for sizes, URLs, the MCP response), so
+# decoding replaces it with U+FFFD, as invalid UTF-8 in a text body is replaced.
+_SURROGATE: Final = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+
+
+def _loads(body: bytes) -> Any:
+    value = json.loads(body)
+    return _whole_characters(value) if _SURROGATE.search(body) else value
+
+
+def _whole_characters(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, list):
+        return [_whole_characters(v) for v in value]
+    if isinstance(value, dict):
+        return {_whole_characters(k): _whole_characters(v) for k, v in value.items()}
+    return value
+
+
 def decode(resp: UpstreamResponse) -> Payload:
     mt = resp.media_type
     if not resp.body or resp.method == "HEAD":
         return Payload("empty", None, mt)
     if is_json_media(mt):
         try:
-            return Payload("json", json.loads(resp.body), mt)
+            return Payload("json", _loads(resp.body), mt)
         except ValueError:
             raise ToolFailure.of(
                 ErrorCode.UPSTREAM_INVALID_RESPONSE,
@@ -654,7 +692,7 @@ def decode(resp: UpstreamResponse) -> Payload:
         return Payload("text", resp.body.decode(resp.charset or "utf-8", "replace"), mt)
     if not mt:  # undeclared: JSON if it parses, text if it decodes, else bytes
         try:
-            return Payload("json", json.loads(resp.body), "application/json")
+            return Payload("json", _loads(resp.body), "application/json")
         except ValueError:
             pass
         try:
@@ -725,7 +763,10 @@ class Upstream:
                 ErrorCode.CONFIGURATION_ERROR,
                 f"the server is not configured to call the upstream: {self.settings.missing}",
             )
-        prepared = prepare(self.settings, op, inputs, evaluate)
+        try:
+            prepared = prepare(self.settings, op, inputs, evaluate)
+        except UnicodeEncodeError as e:
+            raise _unsendable(e, inputs) from None
         prepared.headers.update(headers or {})
         add_forwarded(prepared.headers)
         return prepared
@@ -737,14 +778,17 @@ class Upstream:
         prepared = self.preview(op, inputs, evaluate, headers=headers)
         client = self.client
         body = prepared.body or EncodedBody()
-        request = client.build_request(
-            prepared.method,
-            prepared.url,
-            headers=prepared.headers,
-            content=body.content,
-            data=body.data,
-            files=body.files,
-        )
+        try:
+            request = client.build_request(
+                prepared.method,
+                prepared.url,
+                headers=prepared.headers,
+                content=body.content,
+                data=body.data,
+                files=body.files,
+            )
+        except UnicodeEncodeError as e:  # form fields are encoded here
+            raise _unsendable(e, inputs) from None
         shown = prepared.shown
         started = time.monotonic()
         for hop in range(MAX_REDIRECTS + 1):
@@ -773,6 +817,32 @@ class Upstream:
                 elapsed_ms=int((time.monotonic() - started) * 1000),
             )
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def fetch(
+        self, op: OperationSpec, inputs: Mapping[str, Any], evaluate: Evaluate, *,
+        requests: list[dict[str, Any]], headers: Mapping[str, str] | None = None, retries: RetrySpec | None = None,
+        failure_modes: Mapping[str, FailureMode] | None = None, step: str | None = None,
+    ) -> tuple[UpstreamResponse, Payload]:
+        """One operation as tool steps and resource reads run it, start to finish.
+
+        Sent, and retried when retry.py allows (`headers` holding an idempotency key make a write
+        retryable; `retries`: the tool's, else the upstream's); every attempt is recorded in
+        `requests` (labelled with `step` when given); an answer that is not 2xx is raised as its
+        stable error (`failure_modes` first); the body comes back decoded.
+        """
+        from openapi2mcp import retry  # retry.py builds on this module
+
+        plan = retry.plan(op.method, keyed=bool(headers), tool=retries, upstream=self.spec.retries)
+
+        def retried(entry: dict[str, Any]) -> None:
+            shown = {"operation": op.id, "method": op.method.upper(), **entry, "retried": True}
+            requests.append({**shown, "step": step} if step else shown)
+
+        resp = await retry.send(lambda: self.send(op, inputs, evaluate, headers=headers), plan, on_retry=retried)
+        requests.append(resp.provenance(step))
+        if not resp.ok:
+            raise self.failure(resp, op, failure_modes or {})
+        return resp, decode(resp)
 
     async def _send(self, client: httpx2.AsyncClient, request: httpx2.Request) -> httpx2.Response:
         try:
@@ -843,6 +913,23 @@ class Upstream:
 
     def failure(self, resp: UpstreamResponse, op: OperationSpec, modes: Mapping[str, FailureMode]) -> ToolFailure:
         return status_failure(resp, op, modes, self.redactor)
+
+
+def _unsendable(error: UnicodeEncodeError, inputs: Mapping[str, Any]) -> Exception:
+    """ARGUMENT_INVALID for an argument holding a lone surrogate (JSON allows "\\ud800", UTF-8 does not)."""
+    field = next((k for k, v in inputs.items() if _lone_surrogate(v)), None)
+    if field is None:
+        return error  # not an argument's fault
+    return _invalid(f"{field}: holds half of a UTF-16 character pair (a lone surrogate such as \\ud83d), "
+                    "which cannot be sent; send whole characters", field)
+
+
+def _lone_surrogate(value: Any) -> bool:
+    try:
+        _json(value).encode()
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _timeout() -> ToolFailure:
@@ -960,7 +1047,7 @@ def _json_document(resp: UpstreamResponse) -> Any:
     if resp.media_type and not is_json_media(resp.media_type):
         return None
     try:
-        return json.loads(resp.body)
+        return _loads(resp.body)
     except ValueError:
         return None
 

@@ -109,10 +109,8 @@ class UriTemplate:
 
     def match(self, uri: str) -> dict[str, str] | None:
         """The decoded variable values when `uri` fits this template, else None."""
-        m = self.regex.fullmatch(uri)
-        if m is None:
-            return None
-        return {v.name: unquote(m.group(f"v{i}"), errors="strict") for i, v in enumerate(self.variables)}
+        raw = self.match_raw(uri)
+        return None if raw is None else {name: unquote(text, errors="strict") for name, text in raw.items()}
 
     def match_raw(self, text: str) -> dict[str, str] | None:
         """Like `match`, but the captured text is returned as is (for checking other templates)."""

@@ -1,25 +1,40 @@
-"""Shared fixtures: where the examples and the real-world corpus are, and compiling helpers."""
+"""Shared fixtures: where the real-world corpus is; how the suite is spread over xdist workers."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = ROOT / "examples"
+from tests.local import EXAMPLES as EXAMPLES  # for the test modules that import them from here
+from tests.local import corpus_dir
+
+# Modules whose module-scoped fixtures start `openapi2mcp serve` processes, build packages or a
+# container image, or run the Node clients. Each runs on one xdist worker, so that work is done
+# once, not once on every worker that gets some of the module's tests.
+ONE_WORKER = {
+    "test_access",
+    "test_build",
+    "test_container",
+    "test_e2e",
+    "test_external_clients",
+    "test_external_resources",
+    "test_replicas",
+}
 
 
-def corpus_dir() -> Path | None:
-    """The real-world spec corpus (../shared/corpus beside the repo, or $OPENAPI2MCP_CORPUS)."""
-    env = os.environ.get("OPENAPI2MCP_CORPUS")
-    candidates = [Path(env)] if env else []
-    candidates += [ROOT.parent / "shared" / "corpus", ROOT / ".cache" / "corpus"]
-    for c in candidates:
-        if c.is_dir():
-            return c
-    return None
+def pytest_configure(config: pytest.Config) -> None:
+    # `-n N` alone means `--dist load`, which ignores xdist_group marks; `loadgroup` is the same
+    # scheduling except that it honours them (and .ci/run asks for it explicitly).
+    if getattr(config.option, "dist", None) == "load":
+        config.option.dist = "loadgroup"
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.stem in ONE_WORKER:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
 
 
 def corpus_file(rel: str) -> Path:

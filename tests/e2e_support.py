@@ -22,7 +22,6 @@ import os
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -39,9 +38,8 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from openapi2mcp.result import error_of
+from tests.local import EXAMPLES, ROOT, free_port
 
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = ROOT / "examples"
 PY = sys.executable
 LEGACY = "2025-11-25"
 MODERN = "2026-07-28"
@@ -57,12 +55,6 @@ _SCRUBBED_ENV = (
     "MAILFILES_API_URL",
     "MAILFILES_API_TOKEN",
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -172,9 +164,6 @@ class HttpServer:
     def stderr(self) -> str:
         return self.stderr_path.read_text(encoding="utf-8", errors="replace")
 
-    def stdout(self) -> str:
-        return self.stdout_path.read_text(encoding="utf-8", errors="replace")
-
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> int:
         """Send `sig` and wait; kill if it does not exit in time. Returns the exit status."""
         if self.process.poll() is None:
@@ -190,9 +179,12 @@ class HttpServer:
     def __enter__(self) -> HttpServer:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        with contextlib.suppress(AssertionError):
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        try:
             self.stop()
+        except AssertionError:  # it hung on SIGTERM (and was killed): a failure, unless one is under way
+            if exc_type is None:
+                raise
 
 
 # ============================================================================ MCP sessions

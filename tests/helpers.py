@@ -11,9 +11,7 @@ import yaml
 from openapi2mcp.compile import Compiled, compile_manifest
 from openapi2mcp.load import load_spec
 from openapi2mcp.overlay import parse_overlay, read_overlay
-
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = ROOT / "examples"
+from tests.local import EXAMPLES
 
 
 def compile_example(name: str, *, all_operations: bool = False, overlay: str | None = "overlay.yaml") -> Compiled:

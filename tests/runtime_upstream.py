@@ -2,23 +2,18 @@
 
 The Starlette app echoes exactly what reached it (method, raw path, raw query string, headers,
 body) and can answer with chosen statuses, bodies, delays, redirects, binary and huge bodies.
-`serve_in_thread` runs any ASGI app with uvicorn on 127.0.0.1:<free port> in a daemon thread.
+`serve_in_thread` (from tests/local.py) runs any ASGI app with uvicorn on 127.0.0.1 in a thread.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import json
-import socket
-import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
@@ -38,6 +33,8 @@ from openapi2mcp.manifest import (
     ToolSpec,
     UpstreamSpec,
 )
+from tests.local import free_port as free_port  # imported from here by test modules
+from tests.local import serve_in_thread
 
 # A 1x1 transparent PNG.
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=")
@@ -148,32 +145,6 @@ def make_app() -> Starlette:
 
 
 # ----------------------------------------------------------------------------- serving
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-@contextlib.contextmanager
-def serve_in_thread(app: Any, port: int | None = None) -> Iterator[str]:
-    """Run an ASGI app with uvicorn on 127.0.0.1; yields its base URL."""
-    port = port or free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan="on"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the test server did not start")
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
 
 
 @pytest.fixture(scope="session", name="upstream")

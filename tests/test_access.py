@@ -187,6 +187,11 @@ def test_rate_limiter_takes_all_or_nothing_and_per_caller() -> None:
     assert limiter.admit("t", "alice") is not None  # alice's t bucket needs 2 s; the server token stays
     assert limiter.admit("other", "carol") is None
     assert limiter.admit("other", "carol") is not None
+    # a tool may be named "server": its bucket is its own, not the server's
+    named = RateLimiter(RateLimitSpec(rate=1.0, burst=5), {"server": RateLimitSpec(rate=0.1, burst=1)}, clock=clock)
+    assert named.admit("server", "alice") is None
+    refused = named.admit("server", "alice")
+    assert refused is not None and refused.retry_after == pytest.approx(10.0)
 
 
 def test_rate_limiter_forgets_full_caller_buckets() -> None:
@@ -252,6 +257,9 @@ def test_static_tokens_from_the_environment_and_files(tmp_path: Path) -> None:
         load_static_tokens({}, str(bad))
     with pytest.raises(ConfigError, match="cannot read"):
         load_static_tokens({}, str(tmp_path / "missing.yaml"))
+    bad.write_text("# every token was removed\n")
+    with pytest.raises(ConfigError, match="no tokens in it"):  # not: silently no auth on loopback
+        load_static_tokens({}, str(bad))
 
 
 def test_auth_configuration_rules() -> None:

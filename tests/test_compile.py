@@ -9,10 +9,13 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from openapi2mcp.compile import compile_manifest
 from openapi2mcp.errors import InputError
+from openapi2mcp.load import load_spec
 from openapi2mcp.manifest import Manifest
+from openapi2mcp.overlay import parse_overlay
 from tests.conftest import corpus_file
-from tests.helpers import compile_example, compile_text, tool
+from tests.helpers import compile_example, compile_text, tool, write_spec
 
 NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
@@ -229,6 +232,25 @@ def test_operation_by_method_and_path_and_units(tmp_path: Path) -> None:
     assert "Units: size = cm." in t.description
 
 
+def test_units_reach_arguments_and_only_their_own_tool(tmp_path: Path) -> None:
+    c = compile_text(tmp_path, MINI, """\
+        openapi2mcp: 1
+        tools:
+          - {name: items.list, operation: get /items, units: {size: cm}}
+          - {name: items.all, operation: get /items}
+          - {name: items.put, operation: putItem, units: {size: cm}}
+        """)
+
+    def size(name: str) -> dict:
+        return tool(c, name).output_schema["properties"]["items"]["items"]["properties"]["size"]
+
+    assert size("items.list")["description"].endswith("Unit: cm.")
+    assert "cm" not in size("items.all").get("description", "")  # converted schemas are shared between tools
+    put = tool(c, "items.put")
+    assert put.input_schema["properties"]["size"]["description"] == "Unit: cm."
+    assert "Units: size = cm." in put.description
+
+
 def test_unknown_operation_suggests(tmp_path: Path) -> None:
     msg = errors_of(tmp_path, MINI, """\
         openapi2mcp: 1
@@ -307,6 +329,11 @@ def test_duplicate_tool_names_and_two_tool_overlays(tmp_path: Path) -> None:
           - {name: a.b, operation: putItem}
         """)
     assert "tool name 'a.b' is used twice" in msg
+    spec = load_spec(str(write_spec(tmp_path, MINI)))
+    one = parse_overlay("openapi2mcp: 1\ntools: [{name: a.b, operation: getItem}]\n", "one.yaml")
+    two = parse_overlay("openapi2mcp: 1\ntools: [{name: c.d, operation: putItem}]\n", "two.yaml")
+    with pytest.raises(InputError, match=r"more than one tool overlay given \(one.yaml, two.yaml\)"):
+        compile_manifest(spec, [one, two])
 
 
 def test_unit_for_nothing_is_an_error(tmp_path: Path) -> None:
@@ -335,6 +362,26 @@ def test_no_overlay_and_no_all_operations_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InputError) as info:
         compile_text(tmp_path, MINI)
     assert "--all-operations" in str(info.value)
+
+
+def test_a_broken_request_body_is_one_warning(tmp_path: Path) -> None:
+    """The arguments and the call plan both read the body: it is resolved, and reported, once."""
+    spec = {
+        "openapi": "3.0.3",
+        "info": {"title": "t", "version": "1"},
+        "servers": [{"url": "https://api.example.com"}],
+        "paths": {"/x": {"post": {
+            "operationId": "make",
+            "requestBody": {"$ref": "#/components/requestBodies/Missing"},
+            "responses": {"200": {"description": "ok"}},
+        }}},
+    }
+    c = compile_text(tmp_path, spec, all_operations=True)
+    assert [(w.location.pointer, w.message) for w in c.warnings] == [(
+        "/paths/~1x/post/requestBody",
+        "request body ignored: reference '#/components/requestBodies/Missing' points to nothing",
+    )]
+    assert tool(c, "make").branches[0].steps[0].operation.body is None
 
 
 def test_long_colliding_parameter_names_stay_unique_and_valid(tmp_path: Path) -> None:

@@ -28,11 +28,10 @@ from examples import Upstream
 from openapi2mcp import __version__
 from openapi2mcp.build import build_package
 from tests.helpers import compile_example
-from tests.runtime_upstream import free_port
+from tests.local import ROOT, free_port
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / ".ci" / "container-smoke.sh"
 WORK = Path(os.environ.get("O2M_CONTAINER_CACHE") or ROOT / ".cache" / "container")
 TAG = "localhost/notes-mcp:test-" + os.environ.get("PYTEST_XDIST_WORKER", "main")  # parallel workers
@@ -99,7 +98,7 @@ def wait_healthy(cid: str, base: str) -> None:
     deadline = time.monotonic() + 60
     while True:
         with contextlib.suppress(httpx2.TransportError):
-            if httpx2.get(base + "/healthz", timeout=1).status_code == 200:
+            if httpx2.get(base + "/healthz", timeout=1, trust_env=False).status_code == 200:
                 return
         state = podman("inspect", "--format", "{{.State.Running}}", cid, check=False).stdout.strip()
         if state != "true" or time.monotonic() > deadline:
@@ -140,9 +139,9 @@ async def test_container_serves_the_example_upstream(image: str) -> None:
             wait_healthy(cid, base)
             print(f"container start to healthy: {time.monotonic() - started:.2f} s")
             assert podman("healthcheck", "run", cid, check=False).returncode == 0  # the image's own HEALTHCHECK
-            assert httpx2.post(base + "/mcp", json={}).status_code == 401
+            assert httpx2.post(base + "/mcp", json={}, trust_env=False).status_code == 401
             async with (
-                httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as http,
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30, trust_env=False) as http,
                 Client(streamable_http_client(base + "/mcp", http_client=http)) as client,
             ):
                 listed = await client.list_tools()

@@ -286,7 +286,7 @@ def test_notes_calls_return_structured_results(transport: str, notes: McpSession
     assert (task["title"], task["source_note"], task["status"], task["due_date"]) == (title, path, "open", "2026-12-24")
     listed = ok(notes.call("tasks.list", {"source_note": path}))
     conforms(notes, "tasks.list", listed)
-    assert task["id"] in json.dumps(listed)
+    assert task in listed["items"] and {t["source_note"] for t in listed["items"]} == {path}
 
 
 def test_provenance_meta_names_the_upstream_request(transport: str, pet: McpSession, pet_up: Upstream) -> None:
@@ -817,9 +817,9 @@ BAD_INPUT: dict[str, tuple[Callable[[Path], list[str]], str]] = {
     ),
     "not-openapi": (
         lambda t: ["serve", _write(t, "plain.yaml", "hello: world\n"), "--all-operations"],
-        "plain.yaml",
+        "plain.yaml: not an OpenAPI document",
     ),
-    "missing-spec": (lambda t: ["serve", str(t / "nowhere.yaml"), "--all-operations"], "nowhere.yaml"),
+    "missing-spec": (lambda t: ["serve", str(t / "nowhere.yaml"), "--all-operations"], "nowhere.yaml: file not found"),
     "overlay-unknown-operation": (
         lambda t: [
             "serve",
@@ -872,7 +872,7 @@ BAD_INPUT: dict[str, tuple[Callable[[Path], list[str]], str]] = {
     "missing-manifest": (lambda t: ["serve", "--manifest", str(t / "none.json")], "manifest not found"),
     "bad-manifest": (
         lambda t: ["serve", "--manifest", _write(t, "bad.json", '{"tools": 1}')],
-        "not a usable manifest",
+        "bad.json: not a usable manifest",
     ),
 }
 

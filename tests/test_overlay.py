@@ -23,7 +23,9 @@ def problems(text: str) -> list[str]:
 def test_example_overlays_are_valid_against_the_published_schema() -> None:
     schema = overlay_json_schema()
     jsonschema.Draft202012Validator.check_schema(schema)
-    for path in sorted(EXAMPLES.glob("*/overlay*.yaml")):
+    overlays = sorted(EXAMPLES.glob("*/overlay*.yaml"))
+    assert overlays, f"no example overlays under {EXAMPLES}"
+    for path in overlays:
         data = yaml.safe_load(path.read_text())
         jsonschema.validate(data, schema)
         assert parse_overlay(path.read_text(), str(path)).tools is not None
@@ -113,10 +115,18 @@ def test_auth_needs_its_fields_and_failure_mode_keys_are_statuses() -> None:
         tools:
           - name: a.b
             operation: x
-            failure_modes: {99: {code: X}, 404: {code: not_upper}}
+            failure_modes: {99: {code: X}, 404: {code: NOT_FOUND}}
         """)
     assert any("auth type 'header' needs name" in m for m in msgs)
     assert any("failure_modes key '99'" in m for m in msgs)
+    [msg] = problems("""\
+        openapi2mcp: 1
+        tools:
+          - name: a.b
+            operation: x
+            failure_modes: {404: {code: not_upper}}
+        """)
+    assert msg.startswith("ov.yaml:5:27 at tools[0](a.b).failure_modes.404.code: string should match pattern")
 
 
 def test_yaml_syntax_error_has_line_and_column() -> None:
@@ -165,16 +175,17 @@ def test_oai_overlay_update_remove_copy() -> None:
         actions:
           - target: $.paths['/a'].get
             update: {summary: Get an A, tags: [y]}
+          - target: $.info
+            copy: $.paths['/internal'].get.responses['200']
           - target: $.paths['/internal']
             remove: true
-          - target: $.info
-            copy: $.paths['/a'].get.tags
         """))
     out = apply_oai_overlays(SPEC, [ov])
     assert out["paths"]["/a"]["get"]["summary"] == "Get an A"
     assert out["paths"]["/a"]["get"]["tags"] == ["x", "y"]  # arrays append
+    assert out["info"] == {"title": "t", "version": "1", "description": "ok"}  # the copied node is merged in
     assert "/internal" not in out["paths"]
-    assert SPEC["paths"]["/internal"]  # the input is not changed
+    assert SPEC["paths"]["/internal"] and "description" not in SPEC["info"]  # the input is not changed
 
 
 def test_oai_overlay_target_matching_nothing_is_an_error() -> None:

@@ -25,7 +25,7 @@ from mcp.client.stdio import stdio_client
 from openapi2mcp.compile import compile_manifest
 from openapi2mcp.errors import InputError
 from openapi2mcp.load import LoadedSpec, load_spec
-from openapi2mcp.manifest import Manifest
+from openapi2mcp.manifest import Manifest, RetrySpec
 from openapi2mcp.overlay import overlay_json_schema, parse_overlay
 from openapi2mcp.resources import _coerce, fill, not_found_code
 from openapi2mcp.runtime import Runtime
@@ -199,6 +199,24 @@ async def test_streamable_http_both_eras(notes: Upstream, tmp_path: Path) -> Non
         for mode, protocol in ERAS:
             async with Client(server.url, mode=mode) as client:
                 await exercise(client, protocol, notes)
+
+
+@pytest.mark.anyio
+async def test_a_read_takes_the_upstream_retries_like_a_tool_call(manifest: Manifest, notes: Upstream) -> None:
+    """Reads go through the same forwarding as tool steps: the upstream's `retries`, every attempt recorded."""
+    retrying = manifest.upstream.model_copy(update={"retries": RetrySpec(max_attempts=2)})
+    runtime = Runtime(manifest.model_copy(update={"upstream": retrying}))
+    notes.fault(operation="readNote", status=503, headers={"Retry-After": "0"})
+    try:
+        read = await runtime.catalog.read("notes://ai-agent/mcp-basics.md")
+    finally:
+        await runtime.aclose()
+    note = read.contents[0]
+    assert isinstance(note, types.TextResourceContents) and note.text.startswith("# MCP 基础")
+    assert read.meta is not None
+    attempts = read.meta["openapi2mcp/requests"]
+    assert [(r["operation"], r["method"], r["status"], r.get("retried", False)) for r in attempts] == [
+        ("readNote", "GET", 503, True), ("readNote", "GET", 200, False)]
 
 
 # ============================================================================ capabilities and pages

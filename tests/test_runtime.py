@@ -25,6 +25,7 @@ from openapi2mcp.manifest import (
     AuthSpec,
     BodySpec,
     Branch,
+    DryRunSpec,
     Manifest,
     ParamSpec,
     ResponseSpec,
@@ -234,6 +235,26 @@ async def test_chain_step_failure_names_the_step(upstream: str) -> None:
     body = err(await runtime.call("chain", {"name": "rex"}))
     assert (body["code"], body["step"], body["status"]) == ("NOT_FOUND", "second", 404)
     await runtime.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_dry_run_reports_the_reads_it_sent(upstream: str) -> None:
+    """A dry run of a chain runs its read step (the write needs it) and says so in `_meta`, like any result."""
+    look = Step(id="look", operation=op("GET", "/echo/look"))
+    change = Step(id="change", operation=op("POST", "/echo/change/{method}", ParamSpec(
+        name="method", location="path", expr="steps.look.method", required=True)))
+    branch = Branch(key="default", steps=[look, change], dry_run=DryRunSpec(), risk="medium")
+    schema = {"type": "object", "properties": {"dryRun": {"type": "boolean"}}}
+    runtime = Runtime(manifest(upstream, ToolSpec(name="change", description="d", input_schema=schema,
+                                                  branches=[branch])))
+    result = await runtime.call("change", {"dryRun": True})
+    await runtime.aclose()
+    body = ok(result)
+    assert [(r["step"], r["method"], r["url"].rsplit("/echo", 1)[1]) for r in body["requests"]] == [
+        ("look", "GET", "/look"), ("change", "POST", "/change/GET")]
+    assert result.meta is not None
+    sent = result.meta["openapi2mcp/requests"]
+    assert [(r["operation"], r["step"], r["status"]) for r in sent] == [("GET /echo/look", "look", 200)]
 
 
 # ============================================================================ results

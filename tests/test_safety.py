@@ -386,6 +386,7 @@ async def test_auto_approve_high_is_recorded(up: Upstream, manifest: Manifest, t
     # the environment variable does the same for the package runner and `serve`
     by_env = Runtime(manifest, environ=env_for(up, OPENAPI2MCP_AUTO_APPROVE="high,critical"))
     assert by_env.policy.auto_approve == {"high", "critical"}
+    await by_env.aclose()
     with pytest.raises(ConfigError, match="high and/or critical"):
         Runtime(manifest, environ=env_for(up, OPENAPI2MCP_AUTO_APPROVE="everything"))
 
@@ -745,6 +746,24 @@ async def test_a_failing_audit_target_fails_the_call_closed(up: Upstream, manife
     assert up.count("deleteFile") == 0 and up.domain()["files"] == 4
     await closed.aclose()
     assert len(audit_lines(audit)) == 1
+
+
+@pytest.mark.anyio
+async def test_an_argument_with_a_lone_surrogate_is_still_audited(
+    up: Upstream, manifest: Manifest, tmp_path: Path
+) -> None:
+    """JSON allows "\\ud800" in a string, UTF-8 does not: the line escapes it rather than failing the call."""
+    audit = tmp_path / "audit.jsonl"
+    rt = runtime_for(up, manifest, audit)
+    mail = {**MAIL, "subject": "Q3 \ud800"}
+    with pytest.raises(InputRequired):  # the request state binds a digest of these arguments
+        await rt.call("emails.send_external", mail, asker=Asker(modern=True, can_elicit=True))
+    refused = err(await rt.call("emails.send_external", mail))
+    await rt.aclose()
+    assert refused["code"] == "CONFIRMATION_REQUIRED" and up.count("sendExternalEmail") == 0
+    asked, denied = audit_lines(audit)
+    assert (asked["outcome"], denied["outcome"]) == ("input_required", "denied")
+    assert asked["arguments"]["subject"] == denied["arguments"]["subject"] == "Q3 \ud800"
 
 
 # ============================================================================ over HTTP: openapi2mcp serve

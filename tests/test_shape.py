@@ -125,8 +125,9 @@ def test_max_bytes_refuses_when_shortening_would_break_the_schema() -> None:
 
 def test_fit_keeps_valid_json_for_nested_lists() -> None:
     value = {"data": {"rows": [{"v": "y" * 50} for _ in range(100)]}, "next": "abc"}
-    fitted, cuts = fit(value, 700)
+    fitted, text, cuts = fit(value, 700)
     assert json_size(fitted) <= 700
+    assert text == dumps(fitted)  # the text measured is the text sent
     assert fitted["next"] == "abc"
     assert cuts[0].path == "data.rows"
 

@@ -19,6 +19,7 @@ from openapi2mcp.manifest import AuthSpec, BodySpec, FailureMode, Manifest, Para
 from openapi2mcp.result import error_of
 from openapi2mcp.runtime import ConfigError, Runtime
 from openapi2mcp.upstream import (
+    Redactor,
     cookie_pairs,
     encode_body,
     header_value,
@@ -371,6 +372,35 @@ async def test_fixed_whole_body_and_multipart_part_types(upstream: str) -> None:
     assert b'name="note"\r\nContent-Type: text/markdown\r\n\r\n# hi' in raw
 
 
+@pytest.mark.anyio
+async def test_lone_surrogates_in_upstream_json_become_replacement_characters(upstream: str) -> None:
+    """Valid JSON, invalid Unicode (an emoji cut in half): the call answers, as with bad UTF-8 in text."""
+    raw = '{"title": "cut \\ud83d", "whole": "\\ud83d\\ude00", "\\udc00": 1}'
+    m = manifest(upstream, tool("t", op("GET", "/raw", fixed("body", raw))),
+                 tool("e", op("GET", "/status/400", fixed("body", '{"message": "bad \\ud800 value"}'))))
+    assert seen(await call(m, "t", {})) == {"title": "cut \ufffd", "whole": "\U0001f600", "\ufffd": 1}
+    assert "bad \ufffd value" in error(await call(m, "e", {}))["message"]
+
+
+@pytest.mark.anyio
+async def test_values_http_cannot_carry_are_argument_errors(upstream: str) -> None:
+    form = BodySpec(media_type="application/x-www-form-urlencoded", properties={"note": "note"})
+    m = manifest(upstream, tool("q", op("GET", "/echo", q("name"), p("X-Note", "header", arg="note"))),
+                 tool("form", op("POST", "/echo", body=BodySpec(media_type="multipart/form-data",
+                                                                properties={"note": "note"}))),
+                 tool("urlencoded", op("POST", "/echo", body=form)))
+    for name, args, field, says in [
+        ("q", {"name": "cut \ud83d"}, "name", "lone surrogate"),  # valid JSON, no UTF-8
+        ("form", {"note": "\udc00 x"}, "note", "lone surrogate"),
+        ("urlencoded", {"note": "\udc00 x"}, "note", "lone surrogate"),
+        ("q", {"name": "ok", "note": "café"}, "note", "header values are ASCII text only"),
+    ]:
+        body = error(await call(m, name, args))
+        assert (body["code"], body["field"]) == ("ARGUMENT_INVALID", field), body
+        assert says in body["message"]
+    assert seen(await call(m, "q", {"name": "café ☕", "note": "plain"}))["query"] == "name=caf%C3%A9%20%E2%98%95"
+
+
 # ============================================================================ auth and secrets
 
 
@@ -431,6 +461,18 @@ async def test_secret_echoed_in_an_upstream_error_is_redacted(upstream: str, cap
     assert err["code"] == "UNAUTHORIZED"
     assert "token *** is expired" in err["message"]
     assert CANARY not in caplog.text
+
+
+def test_redactor_finds_secrets_in_keys_values_and_json_escapes() -> None:
+    quoted = 'pa"ss\\word/ü-123'
+    redactor = Redactor({CANARY, quoted})
+    body = {"items": [{"note": f"key {CANARY}!", "n": 1}], "x": None}
+    assert redactor.value(body) == {"items": [{"note": "key ***!", "n": 1}], "x": None}
+    escaped = {quoted: [f"<{quoted}>", None, True]}  # found although serialised JSON escapes " and \\
+    assert redactor.value(escaped) == {"***": ["<***>", None, True]}
+    clean = {"items": [{"note": "nothing secret", "n": 1.5}]}
+    assert redactor.value(clean) is clean  # nothing to replace: no copy is made
+    assert Redactor(set()).value(body) is body
 
 
 def test_missing_secret_blocks_start_up_naming_variable_and_key(upstream: str) -> None:
