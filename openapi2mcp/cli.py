@@ -167,6 +167,13 @@ def inspect(
     _guarded(run)
 
 
+def _upstream_line(m: Manifest) -> str:
+    if m.upstream.spec_server is None:
+        return m.upstream.base_url
+    return (f"{m.upstream.base_url} (the spec's server is relative, {m.upstream.spec_server!r}: "
+            "give the URL with --base-url or OPENAPI2MCP_BASE_URL)")
+
+
 def _print_inspect(compiled: Compiled, definitions: list[dict[str, Any]]) -> None:
     m = compiled.manifest
     rows = []
@@ -179,7 +186,7 @@ def _print_inspect(compiled: Compiled, definitions: list[dict[str, Any]]) -> Non
     hidden = len(m.tools) - len(definitions)
     typer.echo(f"{m.server.name} {m.server.version}: {len(definitions)} tool(s)"
                + (f" (+{hidden} forbidden, not listed)" if hidden else "")
-               + f", upstream {m.upstream.base_url}")
+               + f", upstream {_upstream_line(m)}")
     width = max((len(r[0]) for r in rows), default=4)
     for name, risk, ops, size in rows:
         typer.echo(f"  {name:<{width}}  {risk:<8}  {size:>8,} B  ~{_tokens(size):>7,} tok  {ops}")
@@ -253,7 +260,9 @@ def serve(
     allowed_origin: Annotated[
         list[str] | None, typer.Option("--allowed-origin", help="HTTP: extra Origin to accept (repeatable).")
     ] = None,
-    base_url: Annotated[str | None, typer.Option(help="Override the upstream base URL.")] = None,
+    base_url: Annotated[str | None, typer.Option(
+        help="The URL requests are sent to (default: upstream.base_url of the overlay, else the spec's server; "
+        "env: OPENAPI2MCP_BASE_URL).")] = None,
     strict: StrictOpt = False,
     allow_remote_refs: RemoteOpt = None,
     ref_root: RefRootOpt = None,

@@ -36,6 +36,7 @@ import jsonschema
 from openapi2mcp import __version__
 from openapi2mcp.errors import InputError, Problem, SpecWarning, did_you_mean
 from openapi2mcp.manifest import (
+    BASE_URL_VAR,
     IDEMPOTENT_METHODS,
     RISK_ORDER,
     SAFE_METHODS,
@@ -1132,7 +1133,7 @@ def _slug(text: str) -> str:
 
 def _upstream(ctx: Context, overlay: ToolOverlay | None) -> UpstreamSpec:
     udef = overlay.upstream if overlay else None
-    base = udef.base_url if udef and udef.base_url else _spec_base_url(ctx)
+    base, relative = (udef.base_url, None) if udef and udef.base_url else _spec_base_url(ctx)
     auth = AuthSpec(**udef.auth.model_dump()) if udef and udef.auth else _spec_auth(ctx)
     if auth.type in ("header", "query", "cookie") and auth.name:
         ctx.auth_params.add((auth.type, auth.name.lower()))
@@ -1147,6 +1148,7 @@ def _upstream(ctx: Context, overlay: ToolOverlay | None) -> UpstreamSpec:
             timeout = TimeoutSpec(**given)
     return UpstreamSpec(
         base_url=base,
+        spec_server=relative,
         auth=auth,
         timeout=timeout,
         headers=dict(udef.headers) if udef else {},
@@ -1180,8 +1182,14 @@ def _with_access(tool: ToolSpec, tdef: ToolDef) -> ToolSpec:
     return tool.model_copy(update=update) if update else tool
 
 
-def _spec_base_url(ctx: Context) -> str:
-    """servers[0] with its variables at their defaults, overridable by ${OPENAPI2MCP_BASE_URL}."""
+def _spec_base_url(ctx: Context) -> tuple[str, str | None]:
+    """servers[0] with its variables at their defaults, and the server when it is relative.
+
+    A relative server ("/api", or none at all, which OpenAPI reads as "/") is resolved against
+    the spec's URL when it was fetched; from a file it cannot be, so the base URL is then
+    $OPENAPI2MCP_BASE_URL, required at start-up (a valid spec, so not a warning: the message at
+    start-up names the relative server). $OPENAPI2MCP_BASE_URL overrides any base URL at run time.
+    """
     servers = ctx.document.get("servers")
     url = None
     if isinstance(servers, list) and servers and isinstance(servers[0], dict):
@@ -1197,13 +1205,8 @@ def _spec_base_url(ctx: Context) -> str:
 
         url = urljoin(ctx.spec.source, url)
     if url and re.match(r"^https?://", url):
-        return "${OPENAPI2MCP_BASE_URL:-" + url.rstrip("/").replace("}", "%7D") + "}"
-    ctx.warn(
-        "the spec gives no absolute server URL" + (f" (servers[0] is {url!r})" if url else ""),
-        "/servers",
-        hint="set upstream.base_url in the overlay, pass --base-url, or set OPENAPI2MCP_BASE_URL",
-    )
-    return "${OPENAPI2MCP_BASE_URL}" + (url.rstrip("/") if url and url.startswith("/") else "")
+        return url.rstrip("/").replace("$", "$$"), None
+    return "${" + BASE_URL_VAR + "}", url or "/"
 
 
 def _spec_auth(ctx: Context) -> AuthSpec:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 import sys
 import textwrap
@@ -87,6 +88,7 @@ def run_demo(*, serve: bool = False, port: int = 8000) -> None:
 
     from openapi2mcp.compile import compile_manifest
     from openapi2mcp.load import load_spec
+    from openapi2mcp.manifest import BASE_URL_VAR
     from openapi2mcp.overlay import read_overlay
     from openapi2mcp.runtime import http_app
 
@@ -109,7 +111,9 @@ def run_demo(*, serve: bool = False, port: int = 8000) -> None:
         _say(f"2. Compiled     {len(listed)} task-level tools from {len(raw.tools)} operations with "
              f"{overlay_path.name}; tools/list {size:,} bytes (1:1 conversion: {raw_size:,})")
         mcp_port = port if serve else _free_port()
-        with _serving(http_app(manifest), mcp_port) as url:
+        # the demo's upstream is the one it started, whatever $OPENAPI2MCP_BASE_URL says
+        env = {k: v for k, v in os.environ.items() if k != BASE_URL_VAR}
+        with _serving(http_app(manifest, environ=env), mcp_port) as url:
             _say(f"3. MCP server   {url}  (Streamable HTTP; stdio with `openapi2mcp serve`)")
             anyio.run(_tour, url)
             if serve:

@@ -385,8 +385,14 @@ class TimeoutSpec(_Model):
     total: float = 60.0  # the whole call's deadline, retries included
 
 
+# The URL requests are sent to, whatever the Manifest says (`serve --base-url` sets it too).
+BASE_URL_VAR = "OPENAPI2MCP_BASE_URL"
+
+
 class UpstreamSpec(_Model):
-    base_url: str  # template: "${API_URL:-https://api.example.com/v1}"
+    base_url: str  # template: "${API_URL:-https://api.example.com/v1}"; $OPENAPI2MCP_BASE_URL wins
+    # the spec's servers[0] when it is relative ("/api"): the base URL must be given at start-up
+    spec_server: str | None = None
     auth: AuthSpec = Field(default_factory=AuthSpec)
     timeout: TimeoutSpec = Field(default_factory=TimeoutSpec)
     headers: dict[str, str] = Field(default_factory=dict)  # extra static headers (templates)

@@ -164,7 +164,9 @@ def parser(prog: str, description: str, environ: Mapping[str, str]) -> argparse.
     p.add_argument("--sse", action="store_true", default=_env_flag(environ, "SSE"),
                    help="HTTP: answer with SSE streams instead of JSON, so that 2025-11-25 clients can be asked to "
                    "confirm mid-call. Env: OPENAPI2MCP_SSE")
-    p.add_argument("--base-url", default=None, help="Override the upstream base URL (normally set by its env var).")
+    p.add_argument("--base-url", default=None,
+                   help="The URL requests are sent to (default: the manifest's upstream base URL). "
+                   "Env: OPENAPI2MCP_BASE_URL")
     p.add_argument("--log-level", default=_env(environ, "LOG_LEVEL", "info"),
                    help="Log level for stderr (default info). Env: OPENAPI2MCP_LOG_LEVEL")
     p.add_argument("--version", action="store_true", help="Print the version and the manifest hash, and exit.")
@@ -225,16 +227,17 @@ def serve(
 
     from openapi2mcp.access import local_caller, parse_scopes
     from openapi2mcp.limits import parse_rate_limit
+    from openapi2mcp.manifest import BASE_URL_VAR
     from openapi2mcp.runtime import ConfigError, Runtime, configure_logging, http_app, transport_security
+    from openapi2mcp.upstream import relative_server_notice
 
     env = os.environ if environ is None else environ
     try:
         configure_logging(options.log_level)
     except ValueError as e:  # Unknown level: 'LOUD'
         raise ConfigError(f"--log-level: {e}") from None
-    if options.base_url:
-        manifest = manifest.model_copy(
-            update={"upstream": manifest.upstream.model_copy(update={"base_url": options.base_url})})
+    if options.base_url:  # the flag and the variable are one setting; the flag wins
+        env = {**env, BASE_URL_VAR: options.base_url}
     try:
         limit = parse_rate_limit(options.rate_limit) if options.rate_limit else None
     except ValueError as e:
@@ -248,6 +251,9 @@ def serve(
 
         transport_security(options.host, options.allowed_hosts, options.allowed_origins)  # a non-loopback bind
         auth = auth_config(options.auth, host=options.host, environ=env)  # ... needs its hosts and auth
+    notice = relative_server_notice(manifest.upstream, runtime.upstream.settings.base_url)
+    if notice:
+        print(f"{prog}: note: {notice}", file=sys.stderr)
     listed = len(runtime.tool_names)
     if check:
         anyio.run(runtime.aclose)

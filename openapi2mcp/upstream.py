@@ -39,6 +39,7 @@ import httpx2
 from openapi2mcp import __version__
 from openapi2mcp.errors import ErrorCode, ToolFailure
 from openapi2mcp.manifest import (
+    BASE_URL_VAR,
     IDEMPOTENT_METHODS,
     BodySpec,
     FailureMode,
@@ -155,13 +156,7 @@ def resolve_settings(spec: UpstreamSpec, env: Mapping[str, str], *, require_secr
     unless `require_secrets` is False: then tools are listed and every call fails with
     CONFIGURATION_ERROR naming the variable.
     """
-    try:
-        raw = expand(spec.base_url, env)
-    except MissingVariable as e:
-        raise ConfigError(
-            f"environment variable {e.name} is not set; upstream.base_url needs it ({spec.base_url!r})"
-        ) from None
-    base = _parse_base(raw, spec.base_url)
+    base = _parse_base(*base_url(spec, env))
 
     secrets: set[str] = set()
     headers: dict[str, str] = {"User-Agent": USER_AGENT}
@@ -222,6 +217,42 @@ def resolve_settings(spec: UpstreamSpec, env: Mapping[str, str], *, require_secr
         redactor=Redactor(secrets),
         missing=missing[0] if missing else None,
     )
+
+
+def base_url(spec: UpstreamSpec, env: Mapping[str, str]) -> tuple[str, str]:
+    """The URL requests are sent to, and where it came from (for messages).
+
+    One meaning for every way of giving it: `serve --base-url` (which sets the variable),
+    $OPENAPI2MCP_BASE_URL, then `upstream.base_url` of the overlay, then the spec's servers[0].
+    It is used as given: nothing is joined to it, whether the spec's server is relative or not.
+    """
+    given = env.get(BASE_URL_VAR, "").strip()
+    if given:
+        return given, f"${BASE_URL_VAR}"
+    try:
+        return expand(spec.base_url, env), spec.base_url
+    except MissingVariable as e:
+        if e.name == BASE_URL_VAR:
+            where = (f"the spec's server URL is relative ({spec.spec_server!r})" if spec.spec_server
+                     else "the spec names no server")
+            example = "http://127.0.0.1:8000" + (spec.spec_server.rstrip("/") if spec.spec_server else "")
+            raise ConfigError(
+                f"the upstream API's URL is not known: {where}. Pass --base-url URL or set {BASE_URL_VAR} to the URL "
+                f"requests are sent to (e.g. {example}), or set upstream.base_url in the overlay"
+            ) from None
+        raise ConfigError(
+            f"environment variable {e.name} is not set; upstream.base_url needs it ({spec.base_url!r})"
+        ) from None
+
+
+def relative_server_notice(spec: UpstreamSpec, url: httpx2.URL) -> str | None:
+    """A hint when the base URL in use leaves out the spec's relative server path (`/api`)."""
+    wanted = (spec.spec_server or "").strip().rstrip("/")
+    if not wanted.startswith("/") or url.path.rstrip("/").endswith(wanted):
+        return None
+    shown = str(url.copy_with(path=url.path.rstrip("/") + wanted))
+    return (f"the spec's server is {spec.spec_server!r} (relative) and requests go to {url} + the operation's path; "
+            f"if the API is served under {wanted}, use --base-url {shown}")
 
 
 def _parse_base(raw: str, template: str) -> httpx2.URL:

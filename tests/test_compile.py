@@ -124,8 +124,9 @@ def test_all_operations_names_schemas_and_plans(tmp_path: Path) -> None:
     assert out["properties"]["name"]["type"] == ["string", "null"]
     assert "maxLength" not in out["properties"]["name"]
     assert "One of: a, b." in out["properties"]["kind"]["description"]
-    # server URL variables take their defaults; the env var can override at run time
-    assert c.manifest.upstream.base_url == "${OPENAPI2MCP_BASE_URL:-https://api.example.com/v1}"
+    # server URL variables take their defaults ($OPENAPI2MCP_BASE_URL overrides any base URL at run time)
+    assert c.manifest.upstream.base_url == "https://api.example.com/v1"
+    assert c.manifest.upstream.spec_server is None
 
 
 def test_request_body_is_flattened_without_collisions(tmp_path: Path) -> None:
