@@ -126,6 +126,10 @@ def environment_variables(manifest: Manifest) -> list[EnvVar]:
     up = manifest.upstream
     templates: list[tuple[str | None, str, bool]] = [(up.base_url, "upstream base URL", False)]
     auth = up.auth
+    if auth.type == "env":  # the spec declares no scheme: chosen at start-up by which of these are set
+        templates += [("${OPENAPI2MCP_TOKEN:-}", "upstream auth (bearer token, when set)", True),
+                      ("${OPENAPI2MCP_USERNAME:-}", "upstream auth (basic user name, when set)", False),
+                      ("${OPENAPI2MCP_PASSWORD:-}", "upstream auth (basic password, when set)", True)]
     templates += [
         (auth.value, f"upstream auth ({auth.type}{' ' + auth.name if auth.name else ''})", True),
         (auth.username, "upstream auth (basic user name)", False),

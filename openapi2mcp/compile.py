@@ -1137,7 +1137,7 @@ def _upstream(ctx: Context, overlay: ToolOverlay | None) -> UpstreamSpec:
     auth = AuthSpec(**udef.auth.model_dump()) if udef and udef.auth else _spec_auth(ctx)
     if auth.type in ("header", "query", "cookie") and auth.name:
         ctx.auth_params.add((auth.type, auth.name.lower()))
-    if auth.type in ("bearer", "basic"):
+    if auth.type in ("bearer", "basic", "env"):
         ctx.auth_params.add(("header", "authorization"))
     timeout = TimeoutSpec()
     if udef and udef.timeout is not None:
@@ -1240,7 +1240,9 @@ def _spec_auth(ctx: Context) -> AuthSpec:
             return AuthSpec(type=scheme["in"], name=str(scheme["name"]), value="${OPENAPI2MCP_TOKEN:-}")
         if kind in ("oauth2", "openIdConnect"):
             return AuthSpec(type="bearer", value="${OPENAPI2MCP_TOKEN:-}")
-    return AuthSpec()
+    # no usable scheme (Swagger 2.0's `securityDefinitions: {}` is common even for APIs that want
+    # one): the same variables still give credentials, chosen at start-up by which ones are set
+    return AuthSpec(type="env")
 
 
 def _sources(spec: LoadedSpec, overlays: Iterable[OverlayFile]) -> list[SourceSpec]:

@@ -372,7 +372,9 @@ class ToolSpec(_Model):
 class AuthSpec(_Model):
     """How the server authenticates to the upstream; values are ${VAR} templates."""
 
-    type: Literal["none", "bearer", "header", "query", "basic", "cookie"] = "none"
+    # "env": the spec declares no scheme; bearer from $OPENAPI2MCP_TOKEN or basic from
+    # $OPENAPI2MCP_USERNAME/$OPENAPI2MCP_PASSWORD when set at start-up, else none (raw mode only)
+    type: Literal["none", "env", "bearer", "header", "query", "basic", "cookie"] = "none"
     name: str | None = None  # header / query / cookie name
     value: str | None = None  # token or key template, e.g. "${API_TOKEN}"
     username: str | None = None

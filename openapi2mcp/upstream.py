@@ -41,6 +41,7 @@ from openapi2mcp.errors import ErrorCode, ToolFailure
 from openapi2mcp.manifest import (
     BASE_URL_VAR,
     IDEMPOTENT_METHODS,
+    AuthSpec,
     BodySpec,
     FailureMode,
     MissingVariable,
@@ -132,6 +133,7 @@ class Settings:
     cookies: list[str]  # "name=value" from auth
     redactor: Redactor
     missing: str | None = None  # set when a secret is missing and calls must fail
+    no_credential: str | None = None  # set when no credential is sent: why, and what to set
 
     @property
     def origin(self) -> tuple[str, str, int | None]:
@@ -186,7 +188,7 @@ def resolve_settings(spec: UpstreamSpec, env: Mapping[str, str], *, require_secr
 
     for name in [n for n, v in headers.items() if v == "" and n != "User-Agent"]:
         del headers[name]  # an optional header secret that is not set: not sent
-    auth = spec.auth
+    auth = _auth_from_environment(env) if spec.auth.type == "env" else spec.auth
     if auth.type in ("bearer", "header", "query", "cookie"):
         secret = value(auth.value, "upstream.auth.value", secret=True)
         if not secret:
@@ -209,6 +211,7 @@ def resolve_settings(spec: UpstreamSpec, env: Mapping[str, str], *, require_secr
 
     if missing and require_secrets:
         raise ConfigError(missing[0])
+    sent = bool(query_auth or cookies or "Authorization" in headers or secrets)
     return Settings(
         base_url=base,
         headers=headers,
@@ -216,7 +219,40 @@ def resolve_settings(spec: UpstreamSpec, env: Mapping[str, str], *, require_secr
         cookies=cookies,
         redactor=Redactor(secrets),
         missing=missing[0] if missing else None,
+        no_credential=None if sent else _no_credential(spec.auth),
     )
+
+
+_ENV_TOKEN: Final = "OPENAPI2MCP_TOKEN"
+_ENV_USER: Final = "OPENAPI2MCP_USERNAME"
+_ENV_PASSWORD: Final = "OPENAPI2MCP_PASSWORD"
+
+
+def _auth_from_environment(env: Mapping[str, str]) -> AuthSpec:
+    """Auth `env`: a bearer token or basic credentials, by which variables are set; else none."""
+    token = env.get(_ENV_TOKEN, "").strip()
+    basic = any(env.get(v, "").strip() for v in (_ENV_USER, _ENV_PASSWORD))
+    if token and basic:
+        raise ConfigError(f"both {_ENV_TOKEN} and {_ENV_USER}/{_ENV_PASSWORD} are set; the spec declares no "
+                          "security scheme to choose between them: set one, or upstream.auth in an overlay")
+    if token:
+        return AuthSpec(type="bearer", value="${" + _ENV_TOKEN + "}")
+    if basic:
+        return AuthSpec(type="basic", username="${" + _ENV_USER + ":-}", password="${" + _ENV_PASSWORD + ":-}")
+    return AuthSpec()
+
+
+def _no_credential(auth: AuthSpec) -> str:
+    """Why no credential is sent, and how to send one: said when the upstream answers 401."""
+    if auth.type == "env":
+        return (f"no credential is configured: the spec declares no security scheme; set {_ENV_TOKEN} (sent as a "
+                f"bearer token) or {_ENV_USER} and {_ENV_PASSWORD} (basic auth), or upstream.auth in an overlay")
+    if auth.type == "none":
+        return "no credential is configured (upstream.auth is none); set upstream.auth in the overlay"
+    names = list(dict.fromkeys(n for t in (auth.value, auth.username, auth.password) if t for n in template_vars(t)))
+    return ("no credential was sent: " + (" and ".join(names) + " is not set" if len(names) == 1 else
+                                          " and ".join(names) + " are not set") if names else
+            "no credential was sent: upstream.auth is empty")
 
 
 def base_url(spec: UpstreamSpec, env: Mapping[str, str]) -> tuple[str, str]:
@@ -943,7 +979,7 @@ class Upstream:
         return b"".join(chunks)
 
     def failure(self, resp: UpstreamResponse, op: OperationSpec, modes: Mapping[str, FailureMode]) -> ToolFailure:
-        return status_failure(resp, op, modes, self.redactor)
+        return status_failure(resp, op, modes, self.redactor, no_credential=self.settings.no_credential)
 
 
 def _unsendable(error: UnicodeEncodeError, inputs: Mapping[str, Any]) -> Exception:
@@ -1040,14 +1076,20 @@ def _failure_mode(status: int, modes: Mapping[str, FailureMode]) -> FailureMode 
 
 
 def status_failure(
-    resp: UpstreamResponse, op: OperationSpec, modes: Mapping[str, FailureMode], redactor: Redactor
+    resp: UpstreamResponse, op: OperationSpec, modes: Mapping[str, FailureMode], redactor: Redactor, *,
+    no_credential: str | None = None,
 ) -> ToolFailure:
-    """Map a non-2xx response to a ToolFailure; the overlay's failure_modes win."""
+    """Map a non-2xx response to a ToolFailure; the overlay's failure_modes win.
+
+    `no_credential`: why no credential was sent, which is the advice a 401 then gets.
+    """
     status = resp.status
     document = _json_document(resp)
     said = upstream_message(resp, document)
     said = clip_quote(redactor.text(said)) if said else ""
     code, retryable, what, advice = _builtin(status)
+    if status == 401 and no_credential:
+        what, advice = "the upstream requires credentials", no_credential[0].upper() + no_credential[1:] + "."
     mode = _failure_mode(status, modes)
     if mode is not None:
         code_text = mode.code

@@ -1,15 +1,21 @@
-"""One meaning for the base URL: `--base-url`, $OPENAPI2MCP_BASE_URL and `upstream.base_url` are all
-"the URL requests are sent to", whether the spec came from a file or a URL and whether its server
-is relative (issue 10, part 6).
+"""Configuring the upstream as a new user meets it: the base URL and credentials from the environment.
 
-A real upstream on 127.0.0.1 serves its API under /api and a spec whose server is the relative
-"/api" (as FastAPI apps behind a prefix do); openapi2mcp serves it over stdio to the SDK client.
+One meaning for the base URL: `--base-url`, $OPENAPI2MCP_BASE_URL and `upstream.base_url` are all
+"the URL requests are sent to", whether the spec came from a file or a URL and whether its server
+is relative (issue 10, part 6). A real upstream on 127.0.0.1 serves its API under /api and a spec
+whose server is the relative "/api" (as FastAPI apps behind a prefix do); openapi2mcp serves it
+over stdio to the SDK client.
+
+Raw mode against a spec that declares no security scheme (Swagger 2.0's `securityDefinitions: {}`)
+still takes credentials from the environment, and a 401 without one says what to set (part 7).
 """
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -19,8 +25,11 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from openapi2mcp.manifest import UpstreamSpec
+from openapi2mcp.result import error_of
+from openapi2mcp.runtime import Runtime
 from openapi2mcp.upstream import ConfigError, base_url, relative_server_notice, resolve_settings
 from tests.e2e_support import McpSession, no_traceback, ok, portal, run_cli
+from tests.helpers import compile_text
 from tests.local import serve_in_thread
 
 SPEC = {
@@ -48,9 +57,23 @@ async def _spec(request: Request) -> JSONResponse:
     return JSONResponse(SPEC)
 
 
+USER, PASSWORD, TOKEN = "svc", "s3cret-pw", "tok-0123456789"
+
+
+async def _private(request: Request) -> JSONResponse:
+    """Basic or bearer, as a real server behind a spec that declares neither."""
+    given = request.headers.get("authorization", "")
+    basic = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+    if given not in (basic, f"Bearer {TOKEN}"):
+        return JSONResponse({"detail": "Please authenticate yourself."}, status_code=401,
+                            headers={"WWW-Authenticate": "Basic realm=x"})
+    return JSONResponse({"items": [given.split()[0]], "path": request.url.path})
+
+
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[str]:
-    app = Starlette(routes=[Route("/api/items", _items), Route("/api/openapi.json", _spec)])
+    app = Starlette(routes=[Route("/api/items", _items), Route("/api/openapi.json", _spec),
+                            Route("/private/items", _private)])
     with serve_in_thread(app) as url:
         yield url
 
@@ -155,3 +178,56 @@ def test_the_hint_only_when_the_path_is_left_out() -> None:
     assert "use --base-url https://h.example/api/v2" in (relative_server_notice(spec, settings.base_url) or "")
     assert relative_server_notice(UpstreamSpec(base_url="${OPENAPI2MCP_BASE_URL}", spec_server="/"),
                                   settings.base_url) is None
+
+
+# ============================================================================ credentials from the environment
+
+
+def _swagger(url: str, security: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "swagger": "2.0", "info": {"title": "Private", "version": "1"}, "host": url.split("//")[1],
+        "schemes": ["http"], "basePath": "/private", "securityDefinitions": security,
+        **({"security": [{k: []} for k in security]} if security else {}),
+        "paths": {"/items": {"get": {"operationId": "listItems", "produces": ["application/json"],
+                                     "responses": {"200": {"description": "ok"}}}}},
+    }
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("env", "scheme"), [
+    ({"OPENAPI2MCP_USERNAME": USER, "OPENAPI2MCP_PASSWORD": PASSWORD}, "Basic"),
+    ({"OPENAPI2MCP_TOKEN": TOKEN}, "Bearer"),
+])
+async def test_raw_mode_without_a_declared_scheme_takes_credentials_from_the_environment(
+    upstream: str, tmp_path: Path, env: dict[str, str], scheme: str
+) -> None:
+    m = compile_text(tmp_path, _swagger(upstream, {}), all_operations=True).manifest
+    runtime = Runtime(m, environ=env)
+    result = await runtime.call("listItems", {})
+    await runtime.aclose()
+    assert not result.is_error, result
+    assert result.structured_content == {"items": [scheme], "path": "/private/items"}
+
+
+@pytest.mark.anyio
+async def test_a_401_without_a_credential_says_what_to_set(upstream: str, tmp_path: Path) -> None:
+    m = compile_text(tmp_path, _swagger(upstream, {}), all_operations=True).manifest
+    runtime = Runtime(m, environ={})
+    body = error_of(await runtime.call("listItems", {}))
+    assert body is not None and body["code"] == "UNAUTHORIZED"
+    assert "the spec declares no security scheme; set OPENAPI2MCP_TOKEN" in body["message"]
+    assert "Please authenticate yourself" in body["message"]  # the upstream's own words are kept
+    with pytest.raises(ConfigError, match="both OPENAPI2MCP_TOKEN and OPENAPI2MCP_USERNAME"):
+        Runtime(m, environ={"OPENAPI2MCP_TOKEN": TOKEN, "OPENAPI2MCP_USERNAME": USER})
+    # a declared scheme whose optional variable is not set: the variable is named
+    declared = _swagger(upstream, {"basic": {"type": "basic"}})
+    m = compile_text(tmp_path, declared, all_operations=True).manifest
+    runtime = Runtime(m, environ={})
+    body = error_of(await runtime.call("listItems", {}))
+    assert body is not None and body["code"] == "UNAUTHORIZED"
+    assert "No credential was sent: OPENAPI2MCP_USERNAME and OPENAPI2MCP_PASSWORD are not set." in body["message"]
+    # with credentials, a 401 is about them, as before
+    runtime = Runtime(m, environ={"OPENAPI2MCP_USERNAME": USER, "OPENAPI2MCP_PASSWORD": "wrong-password"})
+    body = error_of(await runtime.call("listItems", {}))
+    await runtime.aclose()
+    assert body is not None and "refused the server's credentials" in body["message"]
