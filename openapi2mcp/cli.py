@@ -111,11 +111,17 @@ def _compile(
     from openapi2mcp.compile import compile_manifest
     from openapi2mcp.errors import InputError
     from openapi2mcp.load import load_spec
-    from openapi2mcp.overlay import read_overlay
+    from openapi2mcp.overlay import apply_oai_overlays, read_overlay
 
     docs = [read_overlay(p) for p in overlays or []]
     allow: bool | list[str] = True if remote and "*" in remote else list(remote or [])
-    loaded = load_spec(spec, allow_remote_refs=allow or False, strict=strict, ref_root=ref_root)
+    oai = [d for d in docs if d.oai is not None]
+
+    def patch(document: dict[str, Any]) -> dict[str, Any]:  # targets the spec as written (Swagger 2.0 too)
+        return apply_oai_overlays(document, oai)
+
+    loaded = load_spec(spec, allow_remote_refs=allow or False, strict=strict, ref_root=ref_root,
+                       patch=patch if oai else None)
     compiled = compile_manifest(loaded, docs, all_operations=all_operations)
     if strict and compiled.warnings:
         raise InputError(compiled.warnings, title="spec problems (--strict):")

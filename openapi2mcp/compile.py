@@ -187,7 +187,9 @@ def compile_manifest(
             "no tool overlay given: nothing to expose",
             hint="pass --overlay FILE (an `openapi2mcp: 1` file), or --all-operations for every operation 1:1",
         )
-    document = apply_oai_overlays(spec.document, [o for o in overlays if o.oai is not None])
+    # OAI Overlays patch the document as written; cli.py applies them while loading (before a
+    # Swagger 2.0 conversion), else they apply here, to the 3.x document
+    document = spec.document if spec.patched else apply_oai_overlays(spec.document, [o for o in overlays if o.oai])
     converter = SchemaConverter(document, openapi31=spec.openapi_version.startswith("3.1"))
     ctx = Context(spec=spec, document=document, converter=converter, ops={})
     ctx.ops = index_operations(document, ctx)

@@ -92,6 +92,7 @@ class LoadedSpec:
     source: str  # the path or URL as given
     sha256: str  # over the bytes of every file read: the root, then included ones (sorted)
     warnings: list[SpecWarning] = field(default_factory=list)
+    patched: bool = False  # the OAI Overlays were applied while loading (load_spec's `patch`)
 
 
 def load_spec(
@@ -101,6 +102,7 @@ def load_spec(
     strict: bool = False,
     timeout: float = 30.0,
     ref_root: str | os.PathLike[str] | None = None,
+    patch: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> LoadedSpec:
     """Load, bundle, normalise and check a spec; raise `InputError` when it cannot be used.
 
@@ -108,11 +110,13 @@ def load_spec(
     of host names (or host:port) allows those. strict: validate with openapi-spec-validator and
     treat warnings as errors. timeout: seconds per HTTP request. ref_root: the folder that file
     refs may reach (default: the root spec's folder), for specs that share files with siblings.
+    patch: applied to the bundled document as its author wrote it, before it is validated and
+    before a Swagger 2.0 conversion (OAI Overlay actions target that document; `patched` is then set).
     """
     given = os.fspath(source)
     reader = _Reader(allow_remote_refs, timeout, None if ref_root is None else os.fspath(ref_root))
     try:
-        return _load(given, reader, strict=strict)
+        return _load(given, reader, strict=strict, patch=patch)
     except RecursionError as exc:
         raise InputError.at(
             "the document is nested too deeply to process",
@@ -123,7 +127,9 @@ def load_spec(
         reader.close()
 
 
-def _load(source: str, reader: _Reader, *, strict: bool) -> LoadedSpec:
+def _load(
+    source: str, reader: _Reader, *, strict: bool, patch: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+) -> LoadedSpec:
     document, text = reader.read_root(source)
     warnings: list[SpecWarning] = []
     original = _detect_version(document, source, warnings)
@@ -131,6 +137,8 @@ def _load(source: str, reader: _Reader, *, strict: bool) -> LoadedSpec:
     if _has_external_refs(text, document):
         document = _Bundler(document, reader, swagger2=original == "2.0").bundle()
     del text
+    if patch is not None:
+        document = patch(document)
     problems = _validate(document, original) if strict else []
     if original == "2.0":
         document = _Swagger2(document, reader.root, warnings).convert()
@@ -151,6 +159,7 @@ def _load(source: str, reader: _Reader, *, strict: bool) -> LoadedSpec:
         source=source,
         sha256=reader.digest(),
         warnings=warnings,
+        patched=patch is not None,
     )
 
 

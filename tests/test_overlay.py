@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -12,6 +13,7 @@ import yaml
 from openapi2mcp.errors import InputError
 from openapi2mcp.overlay import apply_oai_overlays, overlay_json_schema, parse_overlay
 from tests.conftest import EXAMPLES
+from tests.e2e_support import run_cli
 
 
 def problems(text: str) -> list[str]:
@@ -217,3 +219,48 @@ def test_oai_overlay_copy_needs_1_1_and_one_kind_per_action() -> None:
           - {target: $.info, remove: true, update: {a: 1}}
         """)
     assert any("exactly one of update, remove: true, copy" in m for m in msgs)
+
+
+def test_oai_overlays_target_a_swagger_2_document_as_written(tmp_path: Path) -> None:
+    """`$.securityDefinitions` and `responses['200'].schema` exist only in the 2.0 form: the actions apply
+    before the conversion to 3.0, through the CLI as users run it, with `--strict`."""
+    spec = tmp_path / "swagger.yaml"
+    spec.write_text(textwrap.dedent("""\
+        swagger: "2.0"
+        info: {title: Things, version: "1"}
+        host: api.example.com
+        basePath: /v1
+        securityDefinitions: {}
+        paths:
+          /things:
+            get:
+              operationId: listThings
+              produces: [application/json]
+              responses:
+                "200":
+                  description: ok
+                  schema: {type: object, properties: {count: {type: integer}}}
+        """))
+    patch = tmp_path / "patch.yaml"
+    patch.write_text(textwrap.dedent("""\
+        overlay: 1.0.0
+        info: {title: fix the spec, version: "1"}
+        actions:
+          - target: $.securityDefinitions
+            update: {key: {type: apiKey, in: header, name: X-Key}}
+          - target: $.paths['/things'].get.responses['200'].schema.properties
+            update: {name: {type: string, description: Added by the overlay.}}
+        """))
+    done = run_cli("inspect", str(spec), "--overlay", str(patch), "--all-operations", "--strict", "--json")
+    assert done.returncode == 0, done.stderr
+    [listed] = json.loads(done.stdout)
+    assert listed["outputSchema"]["properties"]["name"]["description"] == "Added by the overlay."
+    out = tmp_path / "m.json"
+    compiled = run_cli("compile", str(spec), "--overlay", str(patch), "--all-operations", "-o", str(out))
+    assert compiled.returncode == 0, compiled.stderr
+    upstream = json.loads(out.read_text())["upstream"]
+    assert upstream["auth"] == {"type": "header", "name": "X-Key", "value": "${OPENAPI2MCP_TOKEN:-}"}
+    # a target that only the converted form has is not silently matched: the 2.0 document has no `components`
+    patch.write_text(patch.read_text().replace("$.securityDefinitions", "$.components.securitySchemes"))
+    refused = run_cli("inspect", str(spec), "--overlay", str(patch), "--all-operations")
+    assert refused.returncode == 2 and "matches nothing" in refused.stderr
