@@ -128,9 +128,10 @@ class Asker:
     elicit: Callable[[str, dict[str, Any]], Awaitable[types.ElicitResult]] | None = None  # 2025-11-25
     input_responses: Mapping[str, Any] | None = None
     request_state: str | None = None
+    stateless: bool = False  # stateless HTTP: no 2025-11-25 session to send a request in
 
     @classmethod
-    def from_context(cls, ctx: Any, params: types.CallToolRequestParams) -> Asker:
+    def from_context(cls, ctx: Any, params: types.CallToolRequestParams, *, stateless: bool = False) -> Asker:
         session = getattr(ctx, "session", None)
         try:
             can = bool(session is not None and session.check_client_capability(ELICITATION))
@@ -146,7 +147,7 @@ class Asker:
                 return result
 
         return cls(modern=modern, can_elicit=can, elicit=elicit, input_responses=params.input_responses,
-                   request_state=params.request_state)
+                   request_state=params.request_state, stateless=stateless)
 
 
 Answer = Literal["accept", "decline", "cancel"]
@@ -304,8 +305,13 @@ def _dry_run_required(message: str) -> ToolFailure:
 def _confirmation_required(tool: ToolSpec, branch: Branch, asker: Asker) -> ToolFailure:
     effects = branch.side_effects or tool.side_effects
     would = "; ".join(e.rstrip(".") for e in effects) if effects else f"run {tool.name} ({branch.risk} risk)"
-    how = ("it does not support elicitation" if not asker.can_elicit
-           else "this transport cannot send it a request (2025-11-25 over HTTP needs SSE responses)")
+    if asker.stateless and not asker.modern:  # the client's capabilities are not even known here
+        how = ("the server runs stateless (--stateless), so a 2025-11-25 client has no session to be asked in; "
+               "a 2026-07-28 client can confirm, or the server can run without --stateless and with --sse")
+    elif not asker.can_elicit:
+        how = "it does not support elicitation"
+    else:
+        how = "this transport cannot send it a request (2025-11-25 over HTTP needs SSE responses: serve with --sse)"
     return ToolFailure.of(
         ErrorCode.CONFIRMATION_REQUIRED,
         f"{tool.name} needs the user's confirmation and this client cannot ask for it ({how}). Nothing was sent. "

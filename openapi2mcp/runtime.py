@@ -789,8 +789,11 @@ class Runtime:
 
     # ------------------------------------------------------------------ MCP
 
-    def build_server(self) -> Server[Any]:
-        """The SDK low-level server: handlers are thin; `list_tools`/`call` do the work."""
+    def build_server(self, *, stateless: bool = False) -> Server[Any]:
+        """The SDK low-level server: handlers are thin; `list_tools`/`call` do the work.
+
+        `stateless`: served over stateless HTTP, where a 2025-11-25 client has no session to be asked in.
+        """
 
         async def on_list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
             try:
@@ -809,7 +812,7 @@ class Runtime:
             forwarded = FORWARDED_HEADERS.set(inbound_headers(ctx, self.manifest.upstream.forward_headers) or None)
             try:
                 return await self.call(params.name, params.arguments, caller=caller,
-                                       asker=Asker.from_context(ctx, params))
+                                       asker=Asker.from_context(ctx, params, stateless=stateless))
             except InputRequired as needed:  # 2026-07-28: the client asks the user and calls again
                 return needed.result
             finally:
@@ -921,7 +924,7 @@ def http_app(
     if not config.enabled and host not in _LOOPBACK and host != "" and not no_auth:
         raise ConfigError(access_auth.needs_auth_message(host))
     runtime = runtime or Runtime(manifest, **opts)
-    server = runtime.build_server()
+    server = runtime.build_server(stateless=stateless)
     mcp_app = server.streamable_http_app(
         streamable_http_path=path,
         json_response=json_response,

@@ -825,6 +825,21 @@ async def test_2025_11_25_over_json_http_cannot_elicit(up: Upstream, tmp_path: P
     assert user.asked == [] and up.count("deleteFile") == 0
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("sse", [False, True])
+async def test_2025_11_25_over_stateless_http_is_told_the_real_reason(up: Upstream, tmp_path: Path, sse: bool) -> None:
+    """A client that declared elicitation is not told it lacks elicitation: stateless HTTP keeps no session."""
+    args = [str(SPEC), "--overlay", str(OVERLAY), "--stateless", *(["--sse"] if sse else [])]
+    with HttpServer.start(args, log_dir=tmp_path, env=env_for(up)) as server:
+        user = User()
+        async with Client(server.url, mode="legacy", elicitation_callback=user) as client:
+            refused = err(await client.call_tool("files.delete", {"fileId": "f_abc123"}))
+    assert refused["code"] == "CONFIRMATION_REQUIRED"
+    assert "does not support elicitation" not in refused["message"]
+    assert "the server runs stateless (--stateless)" in refused["message"]
+    assert user.asked == [] and up.count("deleteFile") == 0
+
+
 def test_audit_log_flag_errors(tmp_path: Path) -> None:
     from tests.e2e_support import example_args, run_cli
 
