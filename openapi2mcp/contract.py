@@ -266,6 +266,14 @@ def finish_tool(
         input_schema = copy.deepcopy(input_schema)
         mode = with_dry_run[0].dry_run.mode if with_dry_run[0].dry_run else "supported"
         input_schema.setdefault("properties", {}).update(dry_run_arguments(mode))
+    props = input_schema.get("properties") or {}
+    required = [b for b in with_dry_run if b.dry_run is not None and b.dry_run.mode == "required"]
+    if with_dry_run and len(with_dry_run) < len(live) and DRY_RUN_ARG in props:  # say which ones take it
+        input_schema = copy.deepcopy(input_schema)
+        for arg, takers in ((DRY_RUN_ARG, with_dry_run), (DRY_RUN_TOKEN_ARG, required)):
+            if arg in input_schema["properties"] and takers:
+                held = input_schema["properties"][arg]
+                held["description"] = f"{held.get('description', '')} Only for: {_keys(takers)}.".strip()
     update["input_schema"] = input_schema
     if with_dry_run and spec.output_schema is not None:
         previews = [extras[b.key].preview_schema for b in with_dry_run if b.key in extras]
@@ -297,12 +305,17 @@ def contract_sentences(branches: list[Branch]) -> str:
     dry = [b for b in branches if b.dry_run is not None]
     if dry:
         required = [b for b in dry if b.dry_run is not None and b.dry_run.mode == "required"]
-        out += "\nDry run: call with dryRun: true to see exactly what would be sent, without doing it."
+        which = f" ({_keys(dry)} only)" if multi and len(dry) < len(branches) else ""
+        out += f"\nDry run{which}: call with dryRun: true to see exactly what would be sent, without doing it."
         if required:
             which = f" ({', '.join(b.key for b in required)})" if multi and len(required) < len(branches) else ""
             out += (f" Required{which}: the real call (dryRun false) must pass the dryRunToken of a dry run with the "
                     "same arguments.")
     return out
+
+
+def _keys(branches: list[Branch]) -> str:
+    return ", ".join(b.key for b in branches)
 
 
 def with_dry_run_result(real: dict[str, Any], preview: dict[str, Any] | None) -> dict[str, Any]:

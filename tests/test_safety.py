@@ -540,6 +540,30 @@ async def test_dry_run_without_a_native_preview_sends_nothing(up: Upstream, tmp_
 
 
 @pytest.mark.anyio
+async def test_a_dry_run_of_some_actions_is_offered_for_those_only(up: Upstream, tmp_path: Path) -> None:
+    m = compile_with("""
+        tools:
+          - name: files_manage
+            actions:
+              list: {operation: listFiles}
+              link: {operation: createDownloadLink, idempotent: true, dry_run: supported}
+              remove: {operation: deleteFile, risk: high, dry_run: required}
+    """)
+    tool = m.tool("files_manage")
+    assert tool is not None
+    assert "Dry run (link, remove only): call with dryRun: true" in tool.description
+    assert "Required (remove): the real call" in tool.description
+    props = tool.input_schema["properties"]
+    assert props["dryRun"]["description"].endswith("Only for: link, remove.")
+    assert props["dryRunToken"]["description"].endswith("Only for: remove.")
+    rt = runtime_for(up, m, tmp_path / "audit.jsonl")
+    refused = err(await rt.call("files_manage", {"action": "list", "dryRun": True}))
+    await rt.aclose()
+    assert refused["code"] == "ARGUMENT_INVALID" and refused["field"] == "dryRun"
+    assert sum(up.counters().values()) == 0
+
+
+@pytest.mark.anyio
 async def test_a_chain_dry_run_reads_but_does_not_write(up: Upstream) -> None:
     m = compile_with("""
         tools:
