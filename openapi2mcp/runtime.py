@@ -197,9 +197,12 @@ def _expressions(spec: ToolSpec) -> list[str]:
 # ============================================================================ argument checks
 
 
-def _problems(error: ValidationError) -> list[tuple[str, str]]:
-    """(field, reason) pairs for one schema error; required/unknown are named precisely."""
-    where = error_path(error.absolute_path)
+def _problems(error: ValidationError) -> list[tuple[str | None, str]]:
+    """(field, reason) pairs for one schema error; required/unknown are named precisely.
+
+    The field is None only for a problem of the arguments as a whole (not an object).
+    """
+    where = error_path(error.absolute_path) or (None if not error.absolute_path else "")
 
     def at(name: str) -> str:
         return f"{where}.{name}" if where else name
@@ -214,28 +217,31 @@ def _problems(error: ValidationError) -> list[tuple[str, str]]:
         known = list(schema.get("properties", {}))
         patterns = list(schema.get("patternProperties", {}))
         extras = [k for k in instance if k not in known and not any(re.search(p, k) for p in patterns)]
-        out = []
+        out: list[tuple[str | None, str]] = []
+        listed = ", ".join(known[:12]) + (", ..." if len(known) > 12 else "")
         for extra in extras:
-            hint = did_you_mean(extra, known)
-            out.append((at(extra), "unknown argument" + (f", {hint}" if hint else "")))
+            hint = did_you_mean(extra, known) if extra else None
+            named = "" if extra and extra.isprintable() and extra.strip() == extra else f" {extra!r}"
+            valid = f" (valid: {listed})" if known and not hint else ""
+            out.append((at(extra), f"unknown argument{named}" + (f", {hint}" if hint else valid)))
         return out or [(where, describe_error(error))]
     return [(where, describe_error(error))]
 
 
 def check_arguments(validator: Validator, arguments: Mapping[str, Any]) -> None:
     """Raise ARGUMENT_INVALID naming every problem (bounded), `field` = the first one's path."""
-    by_field: dict[str, str] = {}
+    by_field: dict[str | None, str] = {}
     for error in validator.iter_errors(arguments):
         for field, reason in _problems(error):
             by_field.setdefault(field, reason)  # one reason per field keeps the message short
     if not by_field:
         return
-    problems = sorted(by_field.items())
+    problems = sorted(by_field.items(), key=lambda p: (p[0] is not None, p[0] or ""))
     shown = problems[:MAX_REPORTED_PROBLEMS]
     message = "; ".join(f"{field}: {reason}" if field else reason for field, reason in shown)
     if len(problems) > len(shown):
         message += f" (and {len(problems) - len(shown)} more)"
-    raise _invalid(message, shown[0][0] or None)
+    raise _invalid(message, shown[0][0])
 
 
 def _with_defaults(schema: Mapping[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:

@@ -374,7 +374,9 @@ async def test_pattern_properties_are_not_unknown_arguments(upstream: str) -> No
     runtime = Runtime(manifest(upstream, tool("t", op("GET", "/echo"), input_schema=schema)))
     assert not (await runtime.call("t", {"a": 1, "x-tag": "v"})).is_error
     body = err(await runtime.call("t", {"a": 1, "x-tag": 2, "b": 1}))
-    assert body["message"] == "b: unknown argument; x-tag: expected string, got integer"
+    assert body["message"] == "b: unknown argument (valid: a); x-tag: expected string, got integer"
+    body = err(await runtime.call("t", {"a": 1, "": 1}))  # a name that does not show is quoted, and named
+    assert (body["message"], body["field"]) == ("unknown argument '' (valid: a)", "")
     await runtime.aclose()
 
 
