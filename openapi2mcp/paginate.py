@@ -78,7 +78,7 @@ class Paginator:
 
     def first(self) -> Position:
         s = self.spec
-        size = s.page_size if s.size is not None else None
+        size = s.page_size if s.size is not None or s.size_path else None
         if s.style == "page":
             return Position(s.first_page, size)
         if s.style == "offset":

@@ -379,7 +379,11 @@ class Shaper:
         text = dumps(whole)
         if _size(text) <= limit:
             return Shaped(whole, text)
-        budget = limit - (_size(text) - json_size({"items": items, **extra}))  # room left by the paging keys
+        # A cut resumes inside the list, with a cursor like the one of its last item (not `after`,
+        # which may be far shorter or null): the items get what that cursor and the keys leave.
+        probe = cursor_at(len(items) - 1) if items else after
+        keys = dumps({"items": [], "next_cursor": probe, "has_more": probe is not None, **extra})
+        budget = limit - (_size(keys) - json_size({"items": [], **extra}))
         for _ in range(8):  # each round the budget falls by the excess; a cursor's length barely varies
             try:
                 fitted, _, cuts = fit({"items": items, **extra}, max(budget, 2))
