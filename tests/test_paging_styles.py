@@ -292,6 +292,17 @@ async def test_an_api_key_in_the_next_url_never_reaches_the_cursor(up: Upstream)
 
 
 @pytest.mark.anyio
+async def test_a_credential_echoed_in_a_next_url_never_reaches_a_cursor(rt: Runtime, up: Upstream) -> None:
+    up.fault(operation="listRecords", kind="status", status=200, body={"data": RECORDS[:5]}, times=2,
+             headers={"Next-Page": f"{up.base_url}/v1/records?_limit=5&session={TOKEN}"})
+    body = err(await rt.call("records_list", {}))
+    assert body["code"] == "UPSTREAM_INVALID_RESPONSE"
+    assert body["message"] == ("the upstream's position for the next page holds one of this server's "
+                               "credentials; it is not put into a cursor")
+    assert TOKEN not in json.dumps(body)
+
+
+@pytest.mark.anyio
 async def test_a_cursor_style_that_meets_a_url_names_the_fix(up: Upstream) -> None:
     m = compile_text("""\
         tools:
@@ -325,7 +336,8 @@ async def test_a_position_too_long_for_a_cursor_is_a_clear_error(up: Upstream) -
     try:
         body = err(await runtime.call("records_huge", {}))
         assert body["code"] == "UPSTREAM_INVALID_RESPONSE"
-        assert f"too long to carry in a cursor" in body["message"] and f"at most {CURSOR_MAX_LENGTH}" in body["message"]
+        assert "too long to carry in a cursor" in body["message"]
+        assert f"at most {CURSOR_MAX_LENGTH}" in body["message"]
     finally:
         await runtime.aclose()
 
@@ -543,8 +555,9 @@ def test_nested_arguments_get_the_fields_schema_and_keep_old_manifests_unchanged
     paging = tool.branches[0].pagination
     assert paging is not None and (paging.position_path, paging.size_path) == (["offset"], ["limit"])
     # quoted keys, and an overlay without the new features: no new key in its Manifest (same hash as before)
-    quoted = compile_text('tools:\n  - name: t\n    operation: filterFlows\n    params: {x: {rename: body."flows".name.any_}}\n')
-    assert quoted.tool("t") is not None
+    quoted = compile_text('tools:\n  - name: t\n    operation: filterFlows\n'
+                          '    params: {x: {rename: body."flows".name.any_}}\n').tool("t")
+    assert quoted is not None and "x" in quoted.input_schema["properties"]
     plain = compile_manifest(load_spec(str(PETSTORE)), [read_overlay(PETSTORE.with_name("overlay-tasks.yaml"))])
     text = plain.manifest.to_json()
     assert '"fields"' not in text and '"position_path"' not in text and '"query": ' not in text
