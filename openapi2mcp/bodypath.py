@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openapi2mcp.errors import did_you_mean
-from openapi2mcp.schemas import schema_types
+from openapi2mcp.schemas import has_ref, schema_types
 
 PREFIX = "body."
 
@@ -152,7 +152,7 @@ def resolve(body: dict[str, Any], path: list[str], *, required: bool) -> Field:
         else:
             node, required = {}, False  # a free-form object: nothing to check against
     leaf = {k: v for k, v in node.items() if k != "$defs"}
-    if defs and _has_ref(leaf):
+    if defs and has_ref(leaf):
         leaf["$defs"] = defs
     return Field(schema=leaf, required=required)
 
@@ -160,11 +160,3 @@ def resolve(body: dict[str, Any], path: list[str], *, required: bool) -> Field:
 def default_name(path: list[str]) -> str:
     """The argument name of a nested field nobody renamed: its keys joined by `_`."""
     return "_".join(path)
-
-
-def _has_ref(schema: Any) -> bool:
-    if isinstance(schema, dict):
-        return "$ref" in schema or any(_has_ref(v) for v in schema.values())
-    if isinstance(schema, list):
-        return any(_has_ref(v) for v in schema)
-    return False

@@ -76,6 +76,7 @@ from openapi2mcp.schemas import (
     SchemaConverter,
     SchemaError,
     flat_object_schema,
+    has_ref,
     limit_depth,
     limit_size,
     schema_types,
@@ -640,19 +641,11 @@ def _check_keyword(kw: str, value: Any, schema: dict[str, Any]) -> None:
 
 
 def check_value(schema: dict[str, Any], value: Any, what: str) -> None:
-    if _has_ref(schema):
+    if has_ref(schema):
         return  # recursive parts need the root's $defs; the runtime validates these anyway
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(value), key=lambda e: e.path)
     if errors:
         raise ValueError(f"{what} {value!r} does not fit the parameter's schema: {errors[0].message}")
-
-
-def _has_ref(schema: Any) -> bool:
-    if isinstance(schema, dict):
-        return "$ref" in schema or any(_has_ref(v) for v in schema.values())
-    if isinstance(schema, list):
-        return any(_has_ref(v) for v in schema)
-    return False
 
 
 # ============================================================================ raw tools (1:1)
@@ -828,7 +821,7 @@ def _body_args(ctx: Context, op: Operation, taken: set[str]) -> list[Arg]:
         if binary:
             sub = {"type": "string", "contentEncoding": "base64",
                    "description": (sub.get("description", "") + " File content, base64-encoded.").strip()}
-        if defs and _has_ref(sub):
+        if defs and has_ref(sub):
             sub = {**sub, "$defs": defs}
         args.append(Arg(name=arg_name, wire=name, location="body", schema=sub,
                         required=required and name in required_props, binary=binary,
