@@ -109,6 +109,8 @@ def _collect(schema: Any, defs: dict[str, Any], out: _Object, seen: set[str], *,
         out.additional.append(extra)
     elif extra is True:
         out.additional.append({})
+    elif extra is False:
+        out.constrained = True  # a closed object: only its properties
     for part in s.get("allOf") or []:
         _collect(part, defs, out, seen, all_of=all_of)
     for key in ("anyOf", "oneOf"):

@@ -513,6 +513,16 @@ def test_bad_body_paths_are_compile_errors_with_suggestions() -> None:
     assert "params.tags: operation 'filterFlows': body.flow: the request body has no field 'flow'; did you mean " \
            "'flows'?" in msg
     assert "body.sort.order: body.sort is string, not an object; it has no fields" in msg
+    msg = compile_error("""\
+        tools:
+          - name: flows_list
+            operation: filterFlows
+            params: {a: {rename: body.flows..name}, b: {rename: 'body."flows'}, c: {rename: body.flows.color}}
+        """)
+    assert "params.a: operation 'filterFlows': 'body.flows..name' has an empty field name" in msg
+    assert "params.b: operation 'filterFlows': 'body.\"flows': a quoted field name is not closed" in msg
+    assert "params.c: operation 'filterFlows': body.flows.color: body.flows has no field 'color'" in msg
+    assert "hint: its fields: name, operator, tags" in msg
 
 
 @pytest.mark.parametrize(("pagination", "message"), [
