@@ -530,6 +530,13 @@ def body_field_arg(ctx: Context, op: Operation, args: list[Arg], text: str) -> A
         if a.path == path:
             return a
     if not _is_json_body(rbody.media):
+        if len(path) == 1:
+            fields = sorted(a.wire for a in args if a.location == "body" and a.path is None)
+            hint = did_you_mean(path[0], fields)
+            raise bodypath.PathError(
+                f"{text}: the request body has no field {path[0]!r}" + (f"; {hint}" if hint else ""),
+                hint=f"its fields: {', '.join(fields)}" if fields else None,
+            )
         raise bodypath.PathError(
             f"{text}: a nested body field needs a JSON request body; this operation sends {rbody.media}",
             hint="name a form field by its own name (a top-level property), without body.",
@@ -1036,8 +1043,7 @@ def _is_json_body(media: str) -> bool:
 
 
 def _is_json(media: str) -> bool:
-    base = media.split(";")[0].strip().lower()
-    return base == "application/json" or base.endswith("+json") or base == "*/*"
+    return _is_json_body(media) or media.split(";")[0].strip() == "*/*"
 
 
 def output_kind(ctx: Context, op: Operation) -> str:
