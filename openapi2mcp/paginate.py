@@ -215,12 +215,12 @@ class Paginator:
                 target = target[1:-1].strip()  # written like a Link target
             absolute = urljoin(url, target)  # a relative URL is relative to the page's own URL
             check_link(absolute, base, source)
-            return Position(path_and_query(without_query(absolute, drop)), pos.size)
+            return _onward(pos, Position(path_and_query(without_query(absolute, drop)), pos.size), source)
         link = next_link(headers.get("link", ""), url)
         if link is None:
             return None
         check_link(link, base)
-        return Position(path_and_query(without_query(link, drop)), pos.size)
+        return _onward(pos, Position(path_and_query(without_query(link, drop)), pos.size), "Link header")
 
     @staticmethod
     def _at(pos: Position, skip: int, style: str) -> Position:
@@ -280,6 +280,16 @@ def next_link(header: str, request_url: str) -> str | None:
 
 def _origin(scheme: str, host: str, port: int | None) -> tuple[str, str, int | None]:
     return (scheme.lower(), host.lower(), port or {"http": 80, "https": 443}.get(scheme.lower()))
+
+
+def _onward(current: Position, following: Position, source: str) -> Position:
+    """A next page that is the page itself would make a listing that never ends."""
+    if current.at is not None and following.at == current.at:
+        raise ToolFailure.of(
+            ErrorCode.UPSTREAM_INVALID_RESPONSE,
+            f"the upstream's {source} points the next page to the page itself; the listing cannot go on",
+        )
+    return following
 
 
 def _not_a_url(value: Any, source: str, key: str) -> None:

@@ -221,6 +221,17 @@ async def test_a_next_url_off_the_api_is_never_followed(rt: Runtime, up: Upstrea
 
 
 @pytest.mark.anyio
+async def test_a_next_url_that_points_to_its_own_page_ends_with_an_error(rt: Runtime, up: Upstream) -> None:
+    first = ok(await rt.call("records_list", {"limit": 5}))
+    own = payload(first["next_cursor"])["d"]["a"]
+    up.fault(operation="listRecords", kind="status", status=200, body={"data": RECORDS[5:10]},
+             headers={"Next-Page": up.base_url + own})
+    body = err(await rt.call("records_list", {"limit": 5, "cursor": first["next_cursor"]}))
+    assert body["message"] == ("the upstream's Next-Page header points the next page to the page itself; "
+                               "the listing cannot go on")
+
+
+@pytest.mark.anyio
 async def test_a_next_url_on_another_port_is_refused_and_that_server_never_asked(rt: Runtime, up: Upstream) -> None:
     with serve() as other:
         port = other.base_url.rsplit(":", 1)[1]
