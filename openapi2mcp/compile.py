@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 import jsonschema
 
-from openapi2mcp import __version__
+from openapi2mcp import __version__, bodypath
+from openapi2mcp.bodypath import PathError
 from openapi2mcp.errors import InputError, Problem, SpecWarning, did_you_mean
 from openapi2mcp.manifest import (
     BASE_URL_VAR,
@@ -41,6 +42,7 @@ from openapi2mcp.manifest import (
     RISK_ORDER,
     SAFE_METHODS,
     AuthSpec,
+    BodyField,
     BodySpec,
     Branch,
     FailureMode,
@@ -75,6 +77,7 @@ from openapi2mcp.schemas import (
     SchemaConverter,
     SchemaError,
     flat_object_schema,
+    has_ref,
     limit_depth,
     limit_size,
     schema_types,
@@ -147,6 +150,8 @@ class Arg:
     binary: bool = False
     sensitive: bool = False
     unit: str | None = None
+    path: list[str] | None = None  # a nested field of the JSON body (bodypath.py); location "body"
+    container: bool = False  # hidden because nested fields of it are arguments (or paging fields)
 
 
 @dataclass
@@ -463,9 +468,20 @@ def _apply_param_defs(
     by_wire = {a.wire: a for a in args}
     by_name = {a.name: a for a in args}
     problems: list[Problem] = []
+    named: list[Arg] = []  # the arguments `params` names (a container named here stays an argument)
     for key, pdef in params.items():
         where = (*at, "params", key)
-        arg, model_name = _match_param(key, pdef, by_wire, by_name)
+        try:
+            if any(bodypath.is_body_path(t) and t not in by_wire and t not in by_name for t in (key, pdef.rename)):
+                arg, model_name = _match_body_field(ctx, op, args, key, pdef)  # an exact parameter name wins
+            else:
+                arg, model_name = _match_param(key, pdef, by_wire, by_name)
+        except PathError as e:
+            problems.append(doc.problem(where, f"operation {op.id!r}: {e}", hint=e.hint))
+            continue
+        except ValueError as e:
+            problems.append(doc.problem(where, str(e)))
+            continue
         if arg is None:
             known = sorted({*by_name, *by_wire})
             hint = did_you_mean(key if not pdef.rename else pdef.rename, known)
@@ -475,12 +491,17 @@ def _apply_param_defs(
                 hint=f"its arguments are: {', '.join(known)}" if known else "it takes no arguments",
             ))
             continue
+        if arg.path is not None and any(a is arg for a in named):
+            problems.append(doc.problem(where, f"{arg.wire} is already named by another key of `params`"))
+            continue
+        named.append(arg)
         try:
             _apply_param_def(arg, model_name, pdef)
         except ValueError as e:
             problems.append(doc.problem(where, str(e)))
     if problems:
         raise InputError(problems)
+    hide_containers(args, keep=named)
     names: dict[str, Arg] = {}
     for a in args:
         if a.fixed or a.hidden:
@@ -492,6 +513,69 @@ def _apply_param_defs(
             ))
         names[a.name] = a
     return args
+
+
+def body_field_arg(ctx: Context, op: Operation, args: list[Arg], text: str) -> Arg:
+    """The argument of the body field `body.a.b` (bodypath.py): a top-level property's own, or a new one.
+
+    A new (nested) argument is appended to `args`, named after its keys (`a_b`); raises PathError
+    (a ValueError with a hint) when the operation's body has no such field.
+    """
+    path = bodypath.parse(text)
+    rbody = request_body(ctx, op)
+    if rbody is None:
+        raise bodypath.PathError(f"{text}: the operation takes no request body")
+    if len(path) == 1:
+        top = next((a for a in args if a.location == "body" and a.path is None and a.wire == path[0]), None)
+        if top is not None:
+            return top
+    for a in args:
+        if a.path == path:
+            return a
+    if not _is_json_body(rbody.media):
+        if len(path) == 1:
+            fields = sorted(a.wire for a in args if a.location == "body" and a.path is None)
+            hint = did_you_mean(path[0], fields)
+            raise bodypath.PathError(
+                f"{text}: the request body has no field {path[0]!r}" + (f"; {hint}" if hint else ""),
+                hint=f"its fields: {', '.join(fields)}" if fields else None,
+            )
+        raise bodypath.PathError(
+            f"{text}: a nested body field needs a JSON request body; this operation sends {rbody.media}",
+            hint="name a form field by its own name (a top-level property), without body.",
+        )
+    schema = convert(ctx, rbody.schema, "input", op.pointer + "/requestBody")
+    found = bodypath.resolve(schema, path, required=rbody.required)
+    arg = Arg(name=_arg_name(bodypath.default_name(path)), wire=bodypath.show(path), location="body",
+              schema=found.schema, required=found.required, path=path,
+              sensitive=_is_sensitive(path[-1], found.schema))
+    args.append(arg)
+    return arg
+
+
+def hide_containers(args: list[Arg], keep: Iterable[Arg] = ()) -> None:
+    """A top-level body argument (or the whole body) holding nested-field arguments is not one itself.
+
+    Unless `params` names it (`keep`): then both are arguments and the runtime merges them.
+    """
+    kept = {id(a) for a in keep}
+    tops = {a.path[0] for a in args if a.path}
+    for a in args:
+        if id(a) in kept or a.fixed:
+            continue
+        if (a.location == "body" and a.path is None and a.wire in tops) or (a.location == "body*" and tops):
+            a.hidden = a.container = True
+
+
+def _match_body_field(
+    ctx: Context, op: Operation, args: list[Arg], key: str, pdef: ParamDef
+) -> tuple[Arg | None, str]:
+    """`body.a.b: {...}` or `x: {rename: body.a.b}`: a (nested) body field; (None, key) when neither is a path."""
+    for text, other in ((key, pdef.rename), (pdef.rename, key)):
+        if text is not None and bodypath.is_body_path(text):
+            arg = body_field_arg(ctx, op, args, text)
+            return arg, other if other is not None else arg.name
+    return None, key
 
 
 def _match_param(
@@ -567,19 +651,11 @@ def _check_keyword(kw: str, value: Any, schema: dict[str, Any]) -> None:
 
 
 def check_value(schema: dict[str, Any], value: Any, what: str) -> None:
-    if _has_ref(schema):
+    if has_ref(schema):
         return  # recursive parts need the root's $defs; the runtime validates these anyway
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(value), key=lambda e: e.path)
     if errors:
         raise ValueError(f"{what} {value!r} does not fit the parameter's schema: {errors[0].message}")
-
-
-def _has_ref(schema: Any) -> bool:
-    if isinstance(schema, dict):
-        return "$ref" in schema or any(_has_ref(v) for v in schema.values())
-    if isinstance(schema, list):
-        return any(_has_ref(v) for v in schema)
-    return False
 
 
 # ============================================================================ raw tools (1:1)
@@ -755,7 +831,7 @@ def _body_args(ctx: Context, op: Operation, taken: set[str]) -> list[Arg]:
         if binary:
             sub = {"type": "string", "contentEncoding": "base64",
                    "description": (sub.get("description", "") + " File content, base64-encoded.").strip()}
-        if defs and _has_ref(sub):
+        if defs and has_ref(sub):
             sub = {**sub, "$defs": defs}
         args.append(Arg(name=arg_name, wire=name, location="body", schema=sub,
                         required=required and name in required_props, binary=binary,
@@ -860,14 +936,17 @@ def operation_spec(ctx: Context, op: Operation, args: list[Arg]) -> OperationSpe
             params.append(a.param.model_copy(update={"arg": a.name, "required": a.required}))
     whole = next((a for a in args if a.location == "body*"), None)
     rbody = request_body(ctx, op)
+    fields = _body_fields(args)
     if whole is not None:
         if whole.fixed:
-            body = BodySpec(media_type=whole.wire, required=True, value=whole.value)
+            body = BodySpec(media_type=whole.wire, required=True, value=whole.value, fields=fields)
         elif not whole.hidden:
-            body = BodySpec(media_type=whole.wire, required=whole.required, arg=whole.name)
+            body = BodySpec(media_type=whole.wire, required=whole.required, arg=whole.name, fields=fields)
+        elif fields:
+            body = BodySpec(media_type=whole.wire, required=whole.required, fields=fields)
     elif rbody is not None:
         for a in args:
-            if a.location != "body" or a.hidden:
+            if a.location != "body" or a.hidden or a.path is not None:
                 continue
             if a.fixed:
                 body_fixed[a.wire] = a.value
@@ -880,12 +959,23 @@ def operation_spec(ctx: Context, op: Operation, args: list[Arg]) -> OperationSpe
             for name, enc in rbody.encoding.items()
             if name in binary and isinstance(enc, dict) and enc.get("contentType")
         }
-        if body_props or body_fixed or rbody.required:
+        if body_props or body_fixed or fields or rbody.required:
             body = BodySpec(media_type=rbody.media, required=rbody.required,
                             properties=body_props, fixed=body_fixed, binary=binary,
-                            content_types=content_types)
+                            content_types=content_types, fields=fields)
     return OperationSpec(id=op.id, method=op.method, path=op.path, params=params, body=body,
                          success=success_statuses(op), accept=accept_header(op))
+
+
+def _body_fields(args: list[Arg]) -> list[BodyField]:
+    """Nested body fields: the required containers hidden for them first (as `{}`), then each field."""
+    out = [BodyField(path=[a.wire], value={}) for a in args
+           if a.container and a.required and a.location == "body" and a.path is None]
+    for a in args:
+        if a.path is None or a.hidden:
+            continue
+        out.append(BodyField(path=a.path, value=a.value) if a.fixed else BodyField(path=a.path, arg=a.name))
+    return out
 
 
 # ============================================================================ responses
@@ -950,9 +1040,13 @@ def _response_schema(ctx: Context, op: Operation) -> Any:
     return json_schema(success_response(ctx, op))
 
 
-def _is_json(media: str) -> bool:
+def _is_json_body(media: str) -> bool:
     base = media.split(";")[0].strip().lower()
-    return base == "application/json" or base.endswith("+json") or base == "*/*"
+    return base == "application/json" or base.endswith("+json")
+
+
+def _is_json(media: str) -> bool:
+    return _is_json_body(media) or media.split(";")[0].strip() == "*/*"
 
 
 def output_kind(ctx: Context, op: Operation) -> str:

@@ -79,6 +79,18 @@ class ParamSpec(_Model):
     content_type: str | None = None  # set when the spec gives `content` instead of `schema`
 
 
+class BodyField(_Model):
+    """A nested field of a JSON request body, fed by a tool argument or fixed (`{"flows": {"name": ...}}`).
+
+    The body's objects on the way to it are created as needed; a value already there (from a
+    top-level argument) is merged into, never silently replaced.
+    """
+
+    path: list[str]  # the keys from the body's root, e.g. ["flows", "name", "like_"]
+    arg: str | None = None  # the tool argument that feeds it (absent or null: not sent)
+    value: Any = None  # else: a fixed value
+
+
 class BodySpec(_Model):
     """The request body: either one argument holds all of it, or arguments map to properties."""
 
@@ -92,6 +104,7 @@ class BodySpec(_Model):
     exprs: dict[str, str] = Field(default_factory=dict)  # body property -> expression (chains)
     binary: list[str] = Field(default_factory=list)  # multipart properties sent as files (base64 args)
     content_types: dict[str, str] = Field(default_factory=dict)  # multipart property -> part content type
+    fields: list[BodyField] = Field(default_factory=list)  # nested fields, set after the properties
 
 
 class OperationSpec(_Model):
@@ -102,6 +115,7 @@ class OperationSpec(_Model):
     path: str  # template relative to the upstream base URL, e.g. /pets/{petId}
     params: list[ParamSpec] = Field(default_factory=list)
     body: BodySpec | None = None
+    query: str | None = None  # a raw query string sent as is (a followed next-page URL's; never compiled)
     success: list[str] = Field(default_factory=lambda: ["2XX"])  # documented success statuses
     accept: str | None = None  # the Accept header to send (the success media types)
 
@@ -135,7 +149,9 @@ class FailureMode(_Model):
     retryable: bool | None = None
 
 
-PageStyle = Literal["page", "offset", "body_cursor", "header_cursor", "link"]
+PageStyle = Literal["page", "offset", "body_cursor", "header_cursor", "link", "next_url"]
+# The longest cursor a paginated tool takes (its `cursor` argument's maxLength) and so issues.
+CURSOR_MAX_LENGTH = 8192
 
 
 class PaginationSpec(_Model):
@@ -150,10 +166,12 @@ class PaginationSpec(_Model):
     style: PageStyle
     position: ParamSpec | None = None  # page number, offset or upstream cursor parameter
     size: ParamSpec | None = None  # page-size parameter
+    position_path: list[str] = Field(default_factory=list)  # ... or its field in the JSON request body
+    size_path: list[str] = Field(default_factory=list)  # ... or the page size's field in the JSON body
     first_page: int = 1  # style=page: the number of the first page
     items: str = "items"  # JMESPath: the list in one page's body ("@": the body is the list)
-    next: str | None = None  # style=body_cursor: JMESPath of the next cursor in the body
-    header: str | None = None  # style=header_cursor: the response header with the next cursor
+    next: str | None = None  # body_cursor/next_url: JMESPath of the next cursor (or URL) in the body
+    header: str | None = None  # header_cursor/next_url: the response header with the next cursor (or URL)
     total: str | None = None  # JMESPath of the total count (page/offset stop early; returned)
     item_select: str | None = None  # JMESPath applied to each item
     page_size: int = 20  # items per upstream request (when the API takes a size)

@@ -206,16 +206,22 @@ class AnnotationsDef(_Strict):
 
 
 class ParamDef(_Strict):
-    """What the model sees of one parameter or top-level body property.
+    """What the model sees of one parameter, top-level body property or nested body field.
 
     The key is the argument name the model sees. When it differs from the spec's name, `rename`
     links the two, written either way round (`limit: {rename: q_limit}` or
     `q_limit: {rename: limit}`): the model sees whichever of the two names is not in the spec.
+    A field of the JSON request body, at any depth, is named `body.<field>[.<field>...]`
+    (`name_like: {rename: body.flows.name.like_}`): the model sees a flat argument with that
+    field's schema, and the server builds the nested body.
     """
 
     description: str | None = None
     title: str | None = None
-    rename: str | None = Field(None, description="The other name: the spec's name, or the name the model sees.")
+    rename: str | None = Field(
+        None, description="The other name: the spec's name (a parameter, a body property, or a nested body field "
+        "written body.a.b), or the name the model sees.",
+    )
     value: Any = Field(None, description="Fixed value: hidden from the model and always sent.")
     hidden: bool = Field(False, description="Hide an optional parameter: never shown, never sent.")
     required: bool | None = Field(None, description="Make an optional parameter required for the model.")
@@ -277,24 +283,38 @@ class PaginationDef(_Strict):
     keys `items`, `next_cursor`, `has_more` (and `total` when the API reports one).
     """
 
-    style: Literal["page", "offset", "body_cursor", "header_cursor", "link"] = Field(
+    style: Literal["page", "offset", "body_cursor", "header_cursor", "link", "next_url"] = Field(
         description="page: page number + page size; offset: offset + limit; body_cursor: the next cursor is "
-        "in the body; header_cursor: in a response header; link: RFC 8288 Link header rel=next."
+        "in the body; header_cursor: in a response header; link: RFC 8288 Link header rel=next; next_url: the "
+        "next page's URL is in a response header (`header`) or a body field (`next`)."
     )
-    page_param: str | None = Field(None, description="page/link: the page-number parameter (default: page).")
+    page_param: str | None = Field(
+        None, description="page/link: the page-number parameter (default: page). A field of the JSON request "
+        "body is written body.<field>[.<field>...] here and in the other *_param keys.",
+    )
     size_param: str | None = Field(
-        None, description="The page-size parameter (default: per_page for page/link, limit otherwise)."
+        None, description="The page-size parameter (default: per_page for page/link, limit otherwise), or "
+        "body.<path> for a field of the JSON request body.",
     )
-    offset_param: str | None = Field(None, description="offset: the offset parameter (default: offset).")
+    offset_param: str | None = Field(
+        None, description="offset: the offset parameter (default: offset), or body.<path>."
+    )
     cursor_param: str | None = Field(
-        None, description="body_cursor/header_cursor: the upstream cursor parameter (default: cursor)."
+        None, description="body_cursor/header_cursor: the upstream cursor parameter (default: cursor), or "
+        "body.<path>; next_url: the parameter the next URL carries the position in (optional; hidden).",
     )
     first_page: int = Field(1, ge=0, description="page: the number of the first page.")
     items: str | None = Field(
         None, description="JMESPath of the list in a page body (default: the body when it is an array, else items)."
     )
-    next: str | None = Field(None, description="body_cursor: JMESPath of the next cursor (default: next_cursor).")
-    header: str | None = Field(None, description="header_cursor: the response header (default: X-Next-Cursor).")
+    next: str | None = Field(
+        None, description="body_cursor: JMESPath of the next cursor (default: next_cursor); next_url: JMESPath of "
+        "the next page's URL (e.g. links.next, '\"@odata.nextLink\"').",
+    )
+    header: str | None = Field(
+        None, description="header_cursor: the response header with the next cursor (default: X-Next-Cursor); "
+        "next_url: the response header with the next page's URL (e.g. Next-Page).",
+    )
     total: str | None = Field(None, description="JMESPath of the total number of items, when the API reports it.")
     page_size: int | None = Field(None, ge=1, description="Items per upstream request (default: the spec's default).")
     max_items: int = Field(100, ge=1, le=10_000, description="Most items one call returns (the maximum of `limit`).")

@@ -11,8 +11,11 @@ RFC 8288 `Link` header. A cursor is a signed token (signing.py) that holds
 so a call can stop in the middle of an upstream page (a small `limit`, or a result cut to fit
 `max_bytes`) and the next call resumes exactly there: every item is returned exactly once. The
 model cannot forge a position, use a cursor with other arguments or another tool, or keep one
-forever. A `Link` URL is followed only on the upstream's own origin and base path, and only
-its query parameters are taken from it: a cursor can never point the server somewhere else.
+forever. A next-page URL (an RFC 8288 `Link`, another header, or a body field) is followed only
+on the upstream's own origin and under its base path, checked when it arrives and again when a
+cursor brings it back; only its path and query are kept: a cursor can never point the server
+somewhere else. A paging value may also go into the JSON request body (`position_path`,
+`size_path`: search endpoints that are POSTs).
 """
 
 from __future__ import annotations
@@ -21,12 +24,12 @@ import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
-from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
+from urllib.parse import unquote, unquote_plus, urljoin, urlsplit, urlunsplit
 
 import httpx2
 
 from openapi2mcp.errors import ErrorCode, ToolFailure
-from openapi2mcp.manifest import OperationSpec, PaginationSpec, ParamSpec
+from openapi2mcp.manifest import CURSOR_MAX_LENGTH, BodyField, BodySpec, OperationSpec, PaginationSpec, ParamSpec
 from openapi2mcp.shape import search
 from openapi2mcp.signing import Signer, TokenError, digest
 
@@ -75,7 +78,7 @@ class Paginator:
 
     def first(self) -> Position:
         s = self.spec
-        size = s.page_size if s.size is not None else None
+        size = s.page_size if s.size is not None or s.size_path else None
         if s.style == "page":
             return Position(s.first_page, size)
         if s.style == "offset":
@@ -84,7 +87,14 @@ class Paginator:
 
     def encode(self, position: Position, binding: str) -> str:
         data = {"t": self.tool, "b": binding, "a": position.at, "n": position.size, "k": position.skip}
-        return self.signer.sign(PURPOSE, data, ttl=self.spec.cursor_ttl)
+        token = self.signer.sign(PURPOSE, data, ttl=self.spec.cursor_ttl)
+        if len(token) > CURSOR_MAX_LENGTH:  # the `cursor` argument could not take it back
+            raise ToolFailure.of(
+                ErrorCode.UPSTREAM_INVALID_RESPONSE,
+                f"the upstream's position for the next page is too long to carry in a cursor ({len(token)} "
+                f"characters, at most {CURSOR_MAX_LENGTH}); ask for fewer items per call or narrow the filters",
+            )
+        return token
 
     def decode(self, cursor: str | None, binding: str) -> Position:
         if cursor is None:
@@ -119,16 +129,27 @@ class Paginator:
     # ------------------------------------------------------------------ requests
 
     def request(self, op: OperationSpec, position: Position, base: httpx2.URL, drop: set[str]) -> OperationSpec:
-        """The operation for one upstream page: paging parameters set, or the Link URL's query."""
+        """The operation for one upstream page: paging parameters (or body fields) set, or the next URL's."""
         s = self.spec
-        if s.style == "link" and isinstance(position.at, str):
+        if s.style in ("link", "next_url") and isinstance(position.at, str):
             return link_operation(op, position.at, base, drop)
         extra: list[ParamSpec] = []
-        if s.position is not None and position.at is not None:
-            extra.append(s.position.model_copy(update={"fixed": True, "value": position.at}))
-        if s.size is not None and position.size is not None:
-            extra.append(s.size.model_copy(update={"fixed": True, "value": position.size}))
-        return op.model_copy(update={"params": [*op.params, *extra]})
+        fields: list[BodyField] = []
+        if position.at is not None:
+            if s.position is not None:
+                extra.append(s.position.model_copy(update={"fixed": True, "value": position.at}))
+            if s.position_path:
+                fields.append(BodyField(path=s.position_path, value=position.at))
+        if position.size is not None:
+            if s.size is not None:
+                extra.append(s.size.model_copy(update={"fixed": True, "value": position.size}))
+            if s.size_path:
+                fields.append(BodyField(path=s.size_path, value=position.size))
+        update: dict[str, Any] = {"params": [*op.params, *extra]}
+        if fields:
+            body = op.body or BodySpec(media_type="application/json")
+            update["body"] = body.model_copy(update={"fields": [*body.fields, *fields]})
+        return op.model_copy(update=update)
 
     def _items(self, body: Any) -> list[Any]:
         items = body if self.spec.items == "@" else search(self.spec.items, body)
@@ -171,15 +192,35 @@ class Paginator:
                     ErrorCode.UPSTREAM_INVALID_RESPONSE,
                     f"the upstream's next cursor ({s.next!r}) is a {type(value).__name__}, not a string",
                 )
+            _not_a_url(value, f"body field {s.next or 'next_cursor'!r}", f"next: {s.next or 'next_cursor'}")
             return Position(value, pos.size)
         if s.style == "header_cursor":
             value = headers.get(s.header or "X-Next-Cursor", "").strip()
+            _not_a_url(value, f"{s.header} header", f"header: {s.header}")
             return Position(value, pos.size) if value else None
+        if s.style == "next_url":
+            if s.header is not None:
+                raw, source = headers.get(s.header), f"{s.header} header"
+            else:
+                raw, source = search(s.next or "next", body), f"next-page field {s.next!r}"
+            if raw is None or raw == "":
+                return None
+            if not isinstance(raw, str):
+                raise ToolFailure.of(
+                    ErrorCode.UPSTREAM_INVALID_RESPONSE,
+                    f"the upstream's next-page URL ({source}) is a {type(raw).__name__}, not a string",
+                )
+            target = raw.strip()
+            if target.startswith("<") and target.endswith(">"):
+                target = target[1:-1].strip()  # written like a Link target
+            absolute = urljoin(url, target)  # a relative URL is relative to the page's own URL
+            check_link(absolute, base, source)
+            return _onward(pos, Position(path_and_query(without_query(absolute, drop)), pos.size), source)
         link = next_link(headers.get("link", ""), url)
         if link is None:
             return None
         check_link(link, base)
-        return Position(without_query(link, drop), pos.size)
+        return _onward(pos, Position(path_and_query(without_query(link, drop)), pos.size), "Link header")
 
     @staticmethod
     def _at(pos: Position, skip: int, style: str) -> Position:
@@ -241,44 +282,97 @@ def _origin(scheme: str, host: str, port: int | None) -> tuple[str, str, int | N
     return (scheme.lower(), host.lower(), port or {"http": 80, "https": 443}.get(scheme.lower()))
 
 
-def check_link(url: str, base: httpx2.URL) -> None:
-    """A Link target must be on the upstream's origin, under its base path, without a fragment."""
+def _onward(current: Position, following: Position, source: str) -> Position:
+    """A next page that is the page itself would make a listing that never ends."""
+    if current.at is not None and following.at == current.at:
+        raise ToolFailure.of(
+            ErrorCode.UPSTREAM_INVALID_RESPONSE,
+            f"the upstream's {source} points the next page to the page itself; the listing cannot go on",
+        )
+    return following
+
+
+def _not_a_url(value: Any, source: str, key: str) -> None:
+    """A cursor style that meets a next-page URL: sending it back as a cursor would only get a 400."""
+    if isinstance(value, str) and re.match(r"(?i)https?://", value):
+        raise ToolFailure.of(
+            ErrorCode.CONFIGURATION_ERROR,
+            f"the upstream's {source} holds the next page's URL, not a cursor; this tool's overlay needs "
+            f"`pagination: {{style: next_url, {key}}}` (tell the server's operator)",
+        )
+
+
+def _dot_segment(path: str) -> bool:
+    """A `.` or `..` segment, percent-encoded or not: the server may resolve it outside the base path."""
+    return any(unquote(seg) in (".", "..") for seg in re.split(r"[/\\]", path))
+
+
+def check_link(url: str, base: httpx2.URL, source: str = "Link header") -> None:
+    """A next-page URL must be on the upstream's origin, under its base path, without credentials.
+
+    The same origin check as redirects (upstream.py): scheme, host and port; and the path stays
+    under the base URL's path (no dot segments that a server would resolve out of it).
+    """
     parts = urlsplit(url)
     try:
         port = parts.port
     except ValueError:
         port = -1
     same = _origin(parts.scheme, parts.hostname or "", port) == _origin(base.scheme, base.host, base.port)
-    prefix = base.path.rstrip("/")
-    inside = parts.path == prefix or parts.path.startswith(prefix + "/") or not prefix
+    prefix = _base_path(base)
+    inside = (parts.path == prefix or parts.path.startswith(prefix + "/") or not prefix) and not _dot_segment(
+        parts.path)
     if not same or not inside or parts.username or parts.password or "{" in parts.path or "}" in parts.path:
-        where = f"{parts.scheme}://{parts.hostname or ''}" + (f":{parts.port}" if same and port else "")
+        if not same:
+            where = f"{parts.scheme}://{parts.hostname or ''}" + (f":{port}" if parts.port else "")
+        elif not inside:
+            where = f"a path outside the API ({parts.path[:120]})"
+        else:
+            where = "a URL with credentials or template braces in it"
         raise ToolFailure.of(
             ErrorCode.UPSTREAM_INVALID_RESPONSE,
-            f"the upstream's Link header points the next page to {where if not same else 'a path outside the API'}"
-            ", which is not the API; not followed",
+            f"the upstream's {source} points the next page to {where}, which is not the API; not followed",
         )
 
 
+def _base_path(base: httpx2.URL) -> str:
+    """The base URL's path as sent (still percent-encoded), without the trailing slash."""
+    return base.raw_path.split(b"?")[0].decode("ascii").rstrip("/")
+
+
+def path_and_query(url: str) -> str:
+    """What a cursor keeps of a checked next-page URL: its path and query (the origin is the upstream's)."""
+    parts = urlsplit(url)
+    return urlunsplit(("", "", parts.path or "/", parts.query, ""))
+
+
 def without_query(url: str, drop: set[str]) -> str:
-    """The URL without the query parameters named in `drop` (the API key: a cursor is readable)."""
+    """The URL without the query parameters named in `drop` (the API key: a cursor is readable).
+
+    The others stay exactly as written.
+    """
     if not drop:
         return url
     parts = urlsplit(url)
-    kept = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in drop]
-    return urlunsplit(parts._replace(query=urlencode(kept)))
+    kept = [p for p in parts.query.split("&") if p and unquote_plus(p.split("=", 1)[0]) not in drop]
+    return urlunsplit(parts._replace(query="&".join(kept)))
 
 
 def link_operation(op: OperationSpec, url: str, base: httpx2.URL, drop: set[str]) -> OperationSpec:
-    """A GET of the next-page URL: the operation's headers and cookies, the URL's path and query."""
+    """A GET of the next-page URL: the operation's headers and cookies, the URL's path and query.
+
+    `url` comes from a cursor (a path and query; older cursors held the whole URL): it is put on
+    the upstream's origin and checked again before anything is sent.
+    """
+    host = f"[{base.host}]" if ":" in base.host else base.host
+    origin = f"{base.scheme}://{host}" + (f":{base.port}" if base.port else "")
+    url = urljoin(origin + "/", url)
     check_link(url, base)
     parts = urlsplit(url)
-    prefix = base.path.rstrip("/")
+    prefix = _base_path(base)
     path = parts.path[len(prefix):] if prefix else parts.path
-    query = [
-        ParamSpec(name=k, location="query", fixed=True, value=v)
-        for k, v in parse_qsl(parts.query, keep_blank_values=True)
-        if k not in drop
-    ]
+    # the query exactly as the upstream wrote it (decoding and re-encoding could change a token)
+    query = "&".join(p for p in parts.query.split("&") if p and unquote_plus(p.split("=", 1)[0]) not in drop)
     kept = [p for p in op.params if p.location in ("header", "cookie")]
-    return op.model_copy(update={"method": "GET", "path": path or "/", "params": [*kept, *query], "body": None})
+    return op.model_copy(update={"method": "GET", "path": path or "/", "params": kept, "body": None,
+                                 "query": query or None})

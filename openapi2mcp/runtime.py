@@ -46,6 +46,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import unquote
 
 import anyio
 import jmespath.exceptions
@@ -596,7 +597,17 @@ class Runtime:
 
         def cursor_at(k: int) -> str | None:
             position = got.resume[k] if k < len(got.resume) else got.next
-            return pager.encode(position, binding) if position is not None else None
+            if position is None:
+                return None
+            at = position.at
+            redact = self.upstream.redactor.text
+            if isinstance(at, str) and (redact(at) != at or redact(unquote(at)) != unquote(at)):
+                raise ToolFailure.of(  # a cursor is readable: no credential of this server goes into one
+                    ErrorCode.UPSTREAM_INVALID_RESPONSE,
+                    "the upstream's position for the next page holds one of this server's credentials; "
+                    "it is not put into a cursor",
+                )
+            return pager.encode(position, binding)
 
         return tool.shaper_of(branch).page(items, got.total, cursor_at)
 

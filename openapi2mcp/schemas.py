@@ -392,6 +392,15 @@ def schema_types(schema: dict[str, Any]) -> set[str]:
     return set()
 
 
+def has_ref(schema: Any) -> bool:
+    """Whether a schema refers to a `$defs` entry anywhere (then it needs the root's `$defs` to stand alone)."""
+    if isinstance(schema, dict):
+        return "$ref" in schema or any(has_ref(v) for v in schema.values())
+    if isinstance(schema, list):
+        return any(has_ref(v) for v in schema)
+    return False
+
+
 def flat_object_schema(properties: dict[str, Any], required: list[str], defs: dict[str, Any]) -> dict[str, Any]:
     """A tool's input schema: one closed object (no top-level oneOf/anyOf), $defs sorted at the root."""
     out: dict[str, Any] = {"type": "object", "properties": properties}

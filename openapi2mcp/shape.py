@@ -364,26 +364,47 @@ class Shaper:
         return self._finish(structured, [])
 
     def page(self, items: list[Any], total: int | None, cursor_at: Callable[[int], str | None]) -> Shaped:
-        """One call of a paginated tool: {items, next_cursor, has_more[, total]}.
+        """One call of a paginated tool: {items, next_cursor, has_more[, total]}, within `max_bytes`.
 
         `cursor_at(k)` is the cursor that resumes at items[k] (k == len(items): after the last).
         When `max_bytes` forces the list shorter, next_cursor moves back to the first item left
-        out, so nothing is lost; the cursor itself is never shortened.
+        out, so nothing is lost; the cursor itself is never shortened. Its length is known only
+        once the cut is: the items' budget shrinks by what the whole result is over, until it fits.
         """
         extra = {"total": total} if total is not None else {}
         after = cursor_at(len(items))
-        self._check({"items": items, "next_cursor": after, "has_more": after is not None, **extra})
-        reserve = len(after or "") + 160  # the two paging keys, and a cursor that may grow a little
-        fitted, _, cuts = fit({"items": items, **extra}, max(256, self.spec.max_bytes - reserve))
-        kept = fitted["items"]
-        cursor = after if len(kept) == len(items) else cursor_at(len(kept))
-        structured = {"items": kept, "next_cursor": cursor, "has_more": cursor is not None, **fitted}
+        whole = {"items": items, "next_cursor": after, "has_more": after is not None, **extra}
+        self._check(whole)
+        limit = self.spec.max_bytes
+        text = dumps(whole)
+        if _size(text) <= limit:
+            return Shaped(whole, text)
+        # A cut resumes inside the list, with a cursor like the one of its last item (not `after`,
+        # which may be far shorter or null): the items get what that cursor and the keys leave.
+        probe = cursor_at(len(items) - 1) if items else after
+        keys = dumps({"items": [], "next_cursor": probe, "has_more": probe is not None, **extra})
+        budget = limit - (_size(keys) - json_size({"items": [], **extra}))
+        for _ in range(8):  # each round the budget falls by the excess; a cursor's length barely varies
+            try:
+                fitted, _, cuts = fit({"items": items, **extra}, max(budget, 2))
+            except ToolFailure:
+                raise _too_large(limit) from None
+            kept = fitted["items"]
+            cursor = after if len(kept) == len(items) else cursor_at(len(kept))
+            structured = {"items": kept, "next_cursor": cursor, "has_more": cursor is not None, **fitted}
+            text = dumps(structured)
+            excess = _size(text) - limit
+            if excess <= 0:
+                break
+            budget -= excess
+        else:
+            raise _too_large(limit)
         if cuts and self.validator is not None and not self.validator.is_valid(structured):
-            raise _too_large(self.spec.max_bytes)  # shortening broke the contract: refuse honestly
+            raise _too_large(limit)  # shortening broke the contract: refuse honestly
         marked = tuple(
             Cut(c.path, c.reason, c.kept, c.total, c.unit, resumable=True) if c.path == "items" else c for c in cuts
         )
-        return Shaped(structured, dumps(structured), marked)
+        return Shaped(structured, text, marked)
 
     def empty(self, status: int) -> Shaped:
         """No body (204, HEAD): `{"status": N}`, or `{}` when only that fits the outputSchema."""

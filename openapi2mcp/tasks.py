@@ -25,6 +25,8 @@ from typing import Any, NamedTuple
 
 import jsonschema
 
+from openapi2mcp import bodypath
+from openapi2mcp.bodypath import PathError
 from openapi2mcp.compile import (
     DEFAULT_RISK,
     OUTPUT_DEPTH_TOOL,
@@ -36,6 +38,7 @@ from openapi2mcp.compile import (
     accept_header,
     annotation_overrides,
     apply_units,
+    body_field_arg,
     check_value,
     compile_use,
     failure_modes,
@@ -58,6 +61,7 @@ from openapi2mcp.compile import (
 from openapi2mcp.contract import Extra, adjust_use, finish_tool
 from openapi2mcp.errors import InputError, Problem, did_you_mean
 from openapi2mcp.manifest import (
+    CURSOR_MAX_LENGTH,
     RISK_ORDER,
     BodySpec,
     Branch,
@@ -86,7 +90,6 @@ from openapi2mcp.schemas import flat_object_schema, limit_depth, schema_types
 ACTION_ARG = "action"
 LIMIT_ARG = "limit"
 CURSOR_ARG = "cursor"
-CURSOR_MAX_LENGTH = 4096
 # Keywords that describe rather than constrain: two arguments that differ only in these are one.
 _ANNOTATION_KEYWORDS = frozenset({"description", "title", "examples", "deprecated", "default", "$comment",
                                   "readOnly", "writeOnly"})
@@ -115,6 +118,7 @@ _ALLOWED_KEYS = {
     "offset": {"offset_param", "size_param", "total"},
     "body_cursor": {"cursor_param", "size_param", "next", "total"},
     "header_cursor": {"cursor_param", "size_param", "header", "total"},
+    "next_url": {"cursor_param", "size_param", "next", "header", "total"},
 }
 _STYLE_KEYS = ("page_param", "size_param", "offset_param", "cursor_param", "first_page", "next", "header")
 
@@ -126,19 +130,34 @@ def paginate(ctx: Context, use: Use, pdef: PaginationDef, doc: OverlayFile, at: 
     for key in _STYLE_KEYS:
         if key in pdef.model_fields_set and key not in _ALLOWED_KEYS[pdef.style]:
             problems.append(doc.problem((*at, key), f"`{key}` does not apply to pagination style {pdef.style!r}"))
+    if pdef.style == "next_url" and (pdef.header is None) == (pdef.next is None):
+        problems.append(doc.problem(
+            at, "style next_url needs exactly one of `header` (the response header holding the next page's URL) "
+            "and `next` (the JMESPath of the URL in the body)",
+            hint="e.g. {style: next_url, header: Next-Page} or {style: next_url, next: links.next}",
+        ))
     wire_args = {a.wire: a for a in use.args if a.location not in ("body", "body*")}
     named = {a.name: a for a in use.args if a.location not in ("body", "body*")}
+    body_props = {a.wire: a for a in use.args if a.location == "body" and a.path is None}
 
     def find(key: str, default: str, *, needed: bool) -> Arg | None:
         explicit = getattr(pdef, key)
         name = explicit or default
-        arg = wire_args.get(name) or named.get(name)
+        try:
+            if bodypath.is_body_path(name) and name not in wire_args and name not in named:
+                arg: Arg | None = body_field_arg(ctx, op, use.args, name)
+            else:  # a parameter of the operation, else a top-level property of its body
+                arg = wire_args.get(name) or named.get(name) or body_props.get(name)
+        except PathError as e:
+            problems.append(doc.problem((*at, key), f"operation {op.id!r}: {e}", hint=e.hint))
+            return None
         if arg is None and (explicit or needed):
-            hint = did_you_mean(name, [*wire_args, *named])
+            hint = did_you_mean(name, [*wire_args, *named, *body_props])
+            known = [*sorted(wire_args), *(f"body.{p}" for p in sorted(body_props))]
             problems.append(doc.problem(
                 (*at, key) if explicit else (*at, "style"),
                 f"operation {op.id!r} has no parameter {name!r} for `{key}`" + (f"; {hint}" if hint else ""),
-                hint=f"its parameters: {', '.join(sorted(wire_args))}" if wire_args else None,
+                hint=f"its parameters and body fields: {', '.join(known)}" if known else None,
             ))
             return None
         if arg is not None and arg.fixed:
@@ -154,13 +173,17 @@ def paginate(ctx: Context, use: Use, pdef: PaginationDef, doc: OverlayFile, at: 
     if pdef.style in _POSITION:
         key, default = _POSITION[pdef.style]
         position = find(key, default, needed=True)
-    else:
+    elif pdef.style == "link":
         link_page = find("page_param", "page", needed=False)
+    elif pdef.cursor_param is not None:  # next_url: the parameter the URL carries the position in
+        link_page = find("cursor_param", pdef.cursor_param, needed=True)
     size = find("size_param", "per_page" if pdef.style in ("page", "link") else "limit",
                 needed="size_param" in pdef.model_fields_set)
     for arg in (position, size, link_page):
         if arg is not None:
             arg.hidden = True
+            if arg.location in ("body", "body*"):
+                _hide_container(use.args, arg)
 
     page_size = _page_size(pdef, size, doc, at, problems)
     for arg in use.args:
@@ -203,7 +226,7 @@ def paginate(ctx: Context, use: Use, pdef: PaginationDef, doc: OverlayFile, at: 
         item = {**item, "$defs": base["$defs"]}
     total_schema = _project(pdef.total, base, "`pagination.total`", doc, (*at, "total")) if pdef.total else None
     next_expr = None
-    if pdef.style == "body_cursor":
+    if pdef.style == "body_cursor" or (pdef.style == "next_url" and pdef.next is not None):
         next_expr = pdef.next or "next_cursor"
         _project(next_expr, base, "`pagination.next`", doc, (*at, "next"))
     select = response_def.select
@@ -227,14 +250,21 @@ def paginate(ctx: Context, use: Use, pdef: PaginationDef, doc: OverlayFile, at: 
         output["$defs"] = defs
 
     default_limit = min(page_size, pdef.max_items)
+    header = None
+    if pdef.style == "header_cursor":
+        header = pdef.header or "X-Next-Cursor"
+    elif pdef.style == "next_url":
+        header = pdef.header
     spec = PaginationSpec(
         style=pdef.style,
         position=_param_of(position),
         size=_param_of(size),
+        position_path=_path_of(position),
+        size_path=_path_of(size),
         first_page=pdef.first_page,
         items=items_expr,
         next=next_expr,
-        header=(pdef.header or "X-Next-Cursor") if pdef.style == "header_cursor" else None,
+        header=header,
         total=pdef.total,
         item_select=select,
         page_size=page_size,
@@ -254,8 +284,12 @@ def paginate(ctx: Context, use: Use, pdef: PaginationDef, doc: OverlayFile, at: 
             "arguments the same). Omit to start from the beginning.",
         },
     }
+    operation = operation_spec(ctx, op, use.args)
+    rbody = request_body(ctx, op)
+    if (spec.position_path or spec.size_path) and operation.body is None and rbody is not None:
+        operation = operation.model_copy(update={"body": BodySpec(media_type=rbody.media)})  # paging fields go in
     return Use(
-        op=op, args=use.args, operation=operation_spec(ctx, op, use.args), output_schema=output,
+        op=op, args=use.args, operation=operation, output_schema=output,
         output_kind="json", response=ResponseSpec(max_bytes=response_def.max_bytes), risk=use.risk,
         pagination=spec, extra_inputs=extra,
     )
@@ -264,7 +298,7 @@ def paginate(ctx: Context, use: Use, pdef: PaginationDef, doc: OverlayFile, at: 
 def _page_size(
     pdef: PaginationDef, size: Arg | None, doc: OverlayFile, at: KeyPath, problems: list[Problem]
 ) -> int:
-    schema = size.schema if size is not None else {}
+    schema = _not_null(size.schema) if size is not None else {}
     maximum = schema.get("maximum") if isinstance(schema.get("maximum"), int) else None
     default = schema.get("default") if isinstance(schema.get("default"), int) else None
     page_size = pdef.page_size or default or min(20, maximum or 20)
@@ -277,10 +311,32 @@ def _page_size(
     return page_size
 
 
+def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """The X of a nullable `anyOf: [X, {type: null}]` (OpenAPI 3.1 generators write optional fields so)."""
+    members = [m for m in schema.get("anyOf") or [] if isinstance(m, dict) and m.get("type") != "null"]
+    return {**members[0], **{k: v for k, v in schema.items() if k != "anyOf"}} if len(members) == 1 else schema
+
+
 def _param_of(arg: Arg | None) -> ParamSpec | None:
     if arg is None or arg.param is None:
         return None
     return arg.param.model_copy(update={"arg": None, "required": False})
+
+
+def _path_of(arg: Arg | None) -> list[str]:
+    """Where a paging value goes in the JSON request body ([] for a parameter)."""
+    if arg is None or arg.location not in ("body", "body*"):
+        return []
+    return list(arg.path) if arg.path is not None else [arg.wire]
+
+
+def _hide_container(args: list[Arg], field_arg: Arg) -> None:
+    """The server sets a paging field of the body: the argument that would hold it is not one."""
+    path = _path_of(field_arg)
+    for a in args:
+        if a is not field_arg and ((a.location == "body" and a.path is None and len(path) > 1 and a.wire == path[0])
+                                   or a.location == "body*"):
+            a.hidden = a.container = True
 
 
 def paging_sentence(p: PaginationSpec) -> str:
@@ -594,6 +650,7 @@ def _action_tool(ctx: Context, tdef: ToolDef, overlay: ToolOverlay, doc: Overlay
         line = f"- {b.key}: {b.description}"
         line += f" Requires {', '.join(needs)}." if needs else ""
         line += f" Risk: {b.use.risk}." if RISK_ORDER[b.use.risk] >= RISK_ORDER["high"] else ""
+        line += f" {paging_sentence(b.use.pagination)}" if b.use.pagination else ""
         lines.append(line)
     intro = tdef.description or f"{len(live)} operations in one tool."
     description = intro.rstrip() + f"\nSet `{ACTION_ARG}` to one of:\n" + "\n".join(lines)
@@ -702,6 +759,7 @@ def _variant_tool(ctx: Context, tdef: ToolDef, overlay: ToolOverlay, doc: Overla
         line += f" Also requires {', '.join(needs)}." if needs else ""
         others = sorted(set(accepts) - set(vdef.when))
         line += f" Takes {', '.join(others)}." if others and len(lines) < 10 else ""
+        line += f" {paging_sentence(b.use.pagination)}" if b.use.pagination else ""
         lines.append(line)
     intro = tdef.description or "Several operations in one tool."
     description = intro.rstrip() + "\nWhat runs depends on the arguments given (first match):\n" + "\n".join(lines)

@@ -560,23 +560,77 @@ def _body_value(spec: BodySpec, inputs: Mapping[str, Any], evaluate: Evaluate) -
     if spec.arg is not None or spec.expr is not None:
         value = inputs.get(spec.arg) if spec.arg is not None else evaluate(spec.expr or "")
         if value is None:
-            if spec.required:
+            if spec.required and not spec.fields:
                 raise _invalid(f"{spec.arg or 'the request body'} is required", spec.arg)
-            return MISSING
+            return _with_fields(spec, {}, {}, inputs) if spec.fields else MISSING
+        if spec.fields:
+            if not isinstance(value, dict):
+                raise _invalid(f"{spec.arg or 'the request body'} must be an object here", spec.arg)
+            return _with_fields(spec, dict(value), dict.fromkeys(value, spec.arg or "the body"), inputs)
         return value
     if spec.value is not None and not (spec.properties or spec.fixed or spec.exprs):
+        if spec.fields and isinstance(spec.value, dict):
+            return _with_fields(spec, dict(spec.value), {}, inputs)
         return spec.value  # a fixed whole body
     body: dict[str, Any] = {}
+    owners: dict[str, str] = {}  # top-level key -> the argument that gave it (for conflict messages)
     for arg, prop in spec.properties.items():
         if inputs.get(arg) is not None:
             body[prop] = inputs[arg]
+            owners[prop] = arg
     for prop, expr in spec.exprs.items():
         computed = evaluate(expr)
         if computed is not None:
             body[prop] = computed
     body.update(spec.fixed)
+    if spec.fields:
+        body = _with_fields(spec, body, owners, inputs)
     if not body and not spec.required:
         return MISSING
+    return body
+
+
+def _with_fields(spec: BodySpec, body: dict[str, Any], owners: dict[str, str], inputs: Mapping[str, Any]) -> Any:
+    """Set each nested field (BodySpec.fields) into the body, creating the objects on the way.
+
+    Objects an argument gave are copied before a field goes in (the arguments stay as given);
+    a field that would overwrite a different value, or go into a non-object, is refused.
+    """
+    for f in spec.fields:
+        if f.arg is not None:
+            value = inputs.get(f.arg)
+            if value is None:
+                continue
+        else:
+            value = f.value
+        who = f.arg or "a fixed value"
+        node = body
+        for depth, key in enumerate(f.path[:-1]):
+            child = node.get(key)
+            if child is None:
+                child = {}
+            elif not isinstance(child, dict):
+                owner = owners.get(f.path[0], "a fixed value")
+                raise _invalid(
+                    f"{who} goes into the request body at {'.'.join(f.path)}, but {owner} sets "
+                    f"{'.'.join(f.path[:depth + 1])} to a {type(child).__name__}, not an object; give only one of them",
+                    f.arg,
+                )
+            else:
+                child = dict(child)
+            node[key] = child
+            node = child
+        leaf, current = f.path[-1], node.get(f.path[-1], MISSING)
+        if isinstance(current, dict) and isinstance(value, dict) and not (current and value):
+            value = {**current, **value}  # an empty object (a required container) meets its contents
+        elif current is not MISSING and current != value:
+            owner = owners.get(f.path[0], "a fixed value")
+            raise _invalid(
+                f"{who} and {owner} both set {'.'.join(f.path)} in the request body, to different values; "
+                "give only one of them",
+                f.arg,
+            )
+        node[leaf] = value
     return body
 
 
@@ -634,12 +688,17 @@ def prepare(settings: Settings, op: OperationSpec, inputs: Mapping[str, Any], ev
                 headers["Content-Type"] = body.content_type
 
     path = render_path(op.path, path_values)
-    url, shown = _compose_url(settings, path, query)
+    url, shown = _compose_url(settings, path, query, op.query)
     return Prepared(op.method.upper(), url, settings.redactor.text(shown), headers, body)
 
 
-def _compose_url(settings: Settings, path: str, query: list[tuple[str, str]]) -> tuple[str, str]:
-    """The real URL and its display form (no userinfo, auth query value as ***)."""
+def _compose_url(
+    settings: Settings, path: str, query: list[tuple[str, str]], raw_query: str | None = None
+) -> tuple[str, str]:
+    """The real URL and its display form (no userinfo, auth query value as ***).
+
+    `raw_query` (a followed next-page URL's query) is sent exactly as the upstream wrote it.
+    """
     base = settings.base_url
     prefix = base.raw_path.split(b"?")[0].decode("ascii").rstrip("/")
     if not path.startswith("/"):
@@ -649,6 +708,7 @@ def _compose_url(settings: Settings, path: str, query: list[tuple[str, str]]) ->
     userinfo = base.userinfo.decode("ascii") + "@" if base.userinfo else ""
     tail = f"{host}{port}{prefix}{path}"
     parts = [base.query.decode("ascii")] if base.query else []
+    parts += [raw_query] if raw_query else []
     parts += [f"{k}={v}" for k, v in query]
     shown_parts = list(parts)
     if settings.query_auth:
