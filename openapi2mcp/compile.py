@@ -733,6 +733,7 @@ def operation_args(ctx: Context, op: Operation) -> list[Arg]:
         if "example" in p and "examples" not in schema and not isinstance(p["example"], dict | list):
             schema = {**schema, "examples": [p["example"]]}
         required = loc == "path" or p.get("required") is True
+        schema = _not_empty(schema, loc, required, allow_empty=p.get("allowEmptyValue") is True)
         spec = ParamSpec(name=wire, location=loc, style=str(style), explode=bool(explode),
                          allow_reserved=p.get("allowReserved") is True, required=required,
                          content_type=content_type)
@@ -740,6 +741,24 @@ def operation_args(ctx: Context, op: Operation) -> list[Arg]:
                         param=spec, sensitive=_is_sensitive(wire, schema)))
     args.extend(_body_args(ctx, op, {a.name for a in args}))
     return _dedupe_names(args)
+
+
+def _not_empty(schema: dict[str, Any], location: str, required: bool, *, allow_empty: bool) -> dict[str, Any]:
+    """What the wire cannot carry, said in the argument's schema so the model knows it.
+
+    A path value may not be empty (the runtime refuses it: `/pets/` is another resource), nor a
+    query value unless the spec sets `allowEmptyValue` (`?q=` is refused by servers that validate,
+    openapi-core among them); a required array parameter needs an item, as an empty list is not
+    sent at all (RFC 6570).
+    """
+    types = schema_types(schema)
+    can_be_empty = location not in ("query", "path") or (location == "query" and allow_empty)
+    if not can_be_empty and "string" in types and "enum" not in schema \
+            and not schema.get("minLength") and "const" not in schema:
+        schema = {**schema, "minLength": 1}
+    if required and types == {"array"} and not schema.get("minItems"):
+        schema = {**schema, "minItems": 1}
+    return schema
 
 
 def _param_schema(ctx: Context, p: dict[str, Any], at: str) -> tuple[dict[str, Any], str | None]:
@@ -962,9 +981,20 @@ def operation_spec(ctx: Context, op: Operation, args: list[Arg]) -> OperationSpe
         if body_props or body_fixed or fields or rbody.required:
             body = BodySpec(media_type=rbody.media, required=rbody.required,
                             properties=body_props, fixed=body_fixed, binary=binary,
-                            content_types=content_types, fields=fields)
+                            content_types=content_types, fields=fields, min_properties=_min_properties(ctx, rbody))
     return OperationSpec(id=op.id, method=op.method, path=op.path, params=params, body=body,
                          success=success_statuses(op), accept=accept_header(op))
+
+
+def _min_properties(ctx: Context, rbody: RequestBody) -> int:
+    """`minProperties` of a flattened body (e.g. a PATCH that must change something): the flat
+    arguments cannot say it in the tool's schema, so the runtime checks it."""
+    try:
+        schema = ctx.converter.resolve(rbody.schema)
+    except SchemaError:
+        return 0
+    found = schema.get("minProperties") if isinstance(schema, dict) else None
+    return found if isinstance(found, int) and not isinstance(found, bool) and found > 0 else 0
 
 
 def _body_fields(args: list[Arg]) -> list[BodyField]:

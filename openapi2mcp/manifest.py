@@ -105,6 +105,7 @@ class BodySpec(_Model):
     binary: list[str] = Field(default_factory=list)  # multipart properties sent as files (base64 args)
     content_types: dict[str, str] = Field(default_factory=dict)  # multipart property -> part content type
     fields: list[BodyField] = Field(default_factory=list)  # nested fields, set after the properties
+    min_properties: int = 0  # the body schema's minProperties: fewer given properties are refused
 
 
 class OperationSpec(_Model):

@@ -387,6 +387,8 @@ def query_pairs(p: ParamSpec, value: Any) -> list[tuple[str, str]]:
     if p.style == "deepObject" and isinstance(value, dict):
         return _deep_object(p.name, value, enc)
     delimiter = {"spaceDelimited": "%20", "pipeDelimited": "%7C"}.get(p.style, ",")
+    if value in ([], {}):  # RFC 6570: an empty list or map is undefined, so not sent (not `name=`)
+        return []
     if isinstance(value, list):
         if p.explode:
             return [(name, enc(v)) for v in value]
@@ -587,6 +589,10 @@ def _body_value(spec: BodySpec, inputs: Mapping[str, Any], evaluate: Evaluate) -
         body = _with_fields(spec, body, owners, inputs)
     if not body and not spec.required:
         return MISSING
+    if isinstance(body, dict) and len(body) < spec.min_properties:
+        args = list(spec.properties)
+        raise _invalid(f"give at least {spec.min_properties} of {', '.join(args)} (the request body may not be "
+                       f"{'empty' if not body else 'this short'})", args[0] if args else None)
     return body
 
 

@@ -27,6 +27,7 @@ from openapi2mcp.upstream import (
     query_pairs,
     render_path,
 )
+from tests.helpers import compile_example
 from tests.runtime_upstream import (
     PNG,
     fixed,
@@ -763,3 +764,19 @@ async def test_a_stale_pooled_connection_is_retried_once_for_idempotent_requests
     finally:
         await runtime.aclose()
         listener.close()
+
+
+@pytest.mark.anyio
+async def test_a_body_with_min_properties_is_not_sent_short(upstream: str) -> None:
+    """A PATCH whose body must change something (`minProperties: 1`): only the path id given is refused
+    before anything is sent, naming the fields (found by the property-based tier on the petstore)."""
+    body = BodySpec(media_type="application/json", required=True, properties={"name": "name", "tag": "tag"},
+                    min_properties=1)
+    m = manifest(upstream, tool("patch", op("PATCH", "/echo", body=body)))
+    refused = error(await call(m, "patch", {}))
+    assert (refused["code"], refused["field"]) == ("ARGUMENT_INVALID", "name")
+    assert "give at least 1 of name, tag (the request body may not be empty)" in refused["message"]
+    assert json.loads(seen(await call(m, "patch", {"tag": "x"}))["body"]) == {"tag": "x"}
+    pets = compile_example("petstore").manifest.tool("pets.update")
+    assert pets is not None and pets.branches[0].steps[0].operation.body is not None
+    assert pets.branches[0].steps[0].operation.body.min_properties == 1
