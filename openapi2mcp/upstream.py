@@ -193,6 +193,8 @@ def _char_forms(c: str) -> str:
     forms = [re.escape(c), "".join(f"%(?:25)?{_hex(b)}" for b in _utf8(c))]  # percent-encoded, also twice
     if c == " ":
         forms.append(r"\+")  # quote_plus
+    elif c == "+":
+        forms.append(" ")  # a raw `+` read back as form data (PHP's $_COOKIE, parse_qs)
     if code > 0xFFFF:  # JSON writes it as a UTF-16 surrogate pair
         high, low = 0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)
         forms.append(rf"\\u{_hex(high, 4)}\\u{_hex(low, 4)}")
@@ -386,10 +388,12 @@ def _parse_base(raw: str, template: str) -> httpx2.URL:
 def _base_url_secrets(url: httpx2.URL, template: str, env: Mapping[str, str]) -> set[str]:
     """Query values of the base URL that are credentials: named like one, or taken from a variable."""
     from_env = {env[v] for v in template_vars(template) if env.get(v)}
-    found = set()
-    for name, value in url.params.multi_items():
-        if value and (_SECRET_HEADER.search(name) or any(v in value for v in from_env)):
-            found.add(value)
+    query = url.query.decode("ascii")
+    found = {v for v in from_env if v in unquote(query)}
+    for pair in query.split("&"):
+        name, _, value = pair.partition("=")
+        if value and _SECRET_HEADER.search(unquote(name)):
+            found.add(unquote(value))
     return found
 
 

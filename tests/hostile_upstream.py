@@ -6,7 +6,8 @@ an unknown charset, JSON nested 100,000 deep, `NaN`) and reflect the exact bytes
 
 Routes (`?as=` picks the reflection's form; `ct=` overrides the content type):
 
-* `/reflect`: the whole request (request line, headers, body) as
+* `/reflect`: the whole request (request line, headers, body), answered with `?status=` (200;
+  any other status quotes the request in the error's `message`) as
   - `json` (default): one object holding the request in every encoding an ordinary upstream
     uses: raw, percent-decoded, `quote`d, `quote_plus`ed, lower-case hex, JSON with `\\uXXXX`
     and `\\/` escapes, HTML entities, base64 (standard and URL-safe, at every byte alignment);
@@ -16,7 +17,7 @@ Routes (`?as=` picks the reflection's form; `ct=` overrides the content type):
 * `/hop`: a same-origin 302 to `/reflect` (what arrives after a redirect);
 * `/location?v=...`: a 302 whose `Location` is `v` byte for byte; without `v`, no `Location`;
 * `/deep?n=N&kind=array|object`: JSON nested N deep;
-* `/charset?cs=NAME`: text/plain (or `ct`) declaring that charset;
+* `/charset?cs=NAME`: text/plain (or `ct`) declaring that charset (`latin1=1`: a body not UTF-8);
 * `/nan`: JSON with NaN and Infinity, as Python's json module writes them.
 """
 
@@ -61,7 +62,7 @@ def _parse(head: bytes) -> tuple[str, str, list[tuple[str, str]]]:
 
 def _response(status: int, body: bytes = b"", ct: str | None = "application/json",
               extra: list[tuple[str, bytes]] | None = None) -> bytes:
-    reason = {200: b"OK", 302: b"Found"}.get(status, b"Status")
+    reason = {200: b"OK", 302: b"Found", 400: b"Bad Request", 401: b"Unauthorized"}.get(status, b"Status")
     out = [b"HTTP/1.1 %d %s" % (status, reason), b"Content-Length: %d" % len(body), b"Connection: close"]
     if ct is not None:
         out.append(b"Content-Type: " + ct.encode("latin-1"))
@@ -91,7 +92,9 @@ def answer(method: str, target: str, headers: list[tuple[str, str]], raw: bytes)
             return _response(200, page.encode(), ct or "text/html")
         document = {"method": method, "target": target, "headers": dict(headers),
                     "args": dict(parse_qsl(url.query)), **encodings(raw)}
-        return _response(200, json.dumps(document).encode(), ct or "application/json")
+        if "status" in args:  # an error that quotes the request in its message
+            document = {"message": f"refused: {raw.decode('utf-8', 'replace')}", "request": document}
+        return _response(int(args.get("status", "200")), json.dumps(document).encode(), ct or "application/json")
     if path == "/hop":
         return _response(302, b"", None, [("Location", b"/reflect?" + url.query.encode())])
     if path == "/location":
@@ -101,8 +104,9 @@ def answer(method: str, target: str, headers: list[tuple[str, str]], raw: bytes)
         n = int(args.get("n", "1000"))
         body = b'{"a":' * n + b"1" + b"}" * n if args.get("kind") == "object" else b"[" * n + b"]" * n
         return _response(200, body, ct or "application/json")
-    if path == "/charset":
-        return _response(200, "caf\u00e9 ok".encode(), ct or f"text/plain; charset={args.get('cs', 'x-unknown')}")
+    if path == "/charset":  # `latin1=1`: a body that is not UTF-8
+        body = "caf\u00e9 ok".encode("latin-1" if args.get("latin1") else "utf-8")
+        return _response(200, body, ct or f"text/plain; charset={args.get('cs', 'x-unknown')}")
     if path == "/nan":
         return _response(200, b'{"ratio": NaN, "big": Infinity, "small": -Infinity, "ok": 1}', ct or "application/json")
     return _response(404, b'{"message": "no such route"}')
