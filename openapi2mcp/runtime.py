@@ -609,7 +609,15 @@ class Runtime:
 
         def cursor_at(k: int) -> str | None:
             position = got.resume[k] if k < len(got.resume) else got.next
-            return pager.encode(position, binding) if position is not None else None
+            if position is None:
+                return None
+            if self.upstream.redactor.found(str(position.at)):  # a cursor is signed, not encrypted: readable
+                raise ToolFailure.of(
+                    ErrorCode.UPSTREAM_INVALID_RESPONSE,
+                    "the upstream's next-page position holds a credential this server sends upstream (it echoes "
+                    "the request); it cannot go into a cursor",
+                )
+            return pager.encode(position, binding)
 
         return tool.shaper_of(branch).page(items, got.total, cursor_at)
 

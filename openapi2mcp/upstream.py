@@ -15,8 +15,11 @@
 * Errors: HTTP status -> stable `ErrorCode` (the overlay's `failure_modes` first), quoting the
   upstream's own message, short; transport failures -> UPSTREAM_TIMEOUT / UPSTREAM_UNAVAILABLE.
 
-Secrets never leave this module un-redacted: provenance URLs show `***` for auth query values and
-`Redactor` scrubs known secret values from anything the runtime returns or logs.
+Secrets never leave this module un-redacted: provenance URLs show `***` for auth query values,
+`Redactor` scrubs every known secret, in every encoding an upstream may echo it in, from anything
+the runtime returns, a binary body holding one is refused, and `redact_logs` scrubs every log
+record of the process. What arguments cannot do (collide with server-set names, carry NaN) and
+what upstream input is refused (over-deep JSON, broken redirects): docs/security-upstream.md.
 """
 
 from __future__ import annotations

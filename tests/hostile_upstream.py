@@ -15,6 +15,7 @@ Routes (`?as=` picks the reflection's form; `ct=` overrides the content type):
   - `octet` (application/octet-stream), `ndjson` (application/x-ndjson, one line per header),
     `png` (a PNG signature, then the request), `text`, `html` (entities);
 * `/hop`: a same-origin 302 to `/reflect` (what arrives after a redirect);
+* `/paged`: a page of two items whose `X-Next-Cursor` and `Link` echo the request's query;
 * `/location?v=...`: a 302 whose `Location` is `v` byte for byte; without `v`, no `Location`;
 * `/deep?n=N&kind=array|object`: JSON nested N deep;
 * `/charset?cs=NAME`: text/plain (or `ct`) declaring that charset (`latin1=1`: a body not UTF-8);
@@ -95,6 +96,10 @@ def answer(method: str, target: str, headers: list[tuple[str, str]], raw: bytes)
         if "status" in args:  # an error that quotes the request in its message
             document = {"message": f"refused: {raw.decode('utf-8', 'replace')}", "request": document}
         return _response(int(args.get("status", "200")), json.dumps(document).encode(), ct or "application/json")
+    if path == "/paged":  # one page; the next-page cursor and link echo the request's query
+        page = json.dumps({"items": [1, 2]}).encode()
+        return _response(200, page, "application/json", [
+            ("X-Next-Cursor", url.query.encode()), ("Link", b"</paged?page=2&" + url.query.encode() + b'>; rel="next"')])
     if path == "/hop":
         return _response(302, b"", None, [("Location", b"/reflect?" + url.query.encode())])
     if path == "/location":

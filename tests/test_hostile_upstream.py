@@ -33,6 +33,7 @@ from openapi2mcp.manifest import (
     Branch,
     DryRunSpec,
     Manifest,
+    PaginationSpec,
     ParamSpec,
     ResourceSpec,
     Step,
@@ -289,6 +290,27 @@ def test_log_lines_are_printed_once_when_the_application_configured_logging() ->
     finally:
         root.handlers = saved_root
         logger.handlers = saved_ours
+
+
+def paged_tool(name: str, style: str) -> ToolSpec:
+    paging = PaginationSpec(style=style, header="X-Next-Cursor", items="items", page_size=2, max_items=2,  # type: ignore[arg-type]
+                            position=ParamSpec(name="after", location="query") if style == "header_cursor" else None)
+    branch = Branch(key="default", steps=[Step(id="call", operation=op("GET", "/paged"))], pagination=paging)
+    schema = {"type": "object", "properties": {"limit": {"type": "integer"}, "cursor": {"type": "string"}}}
+    return ToolSpec(name=name, description="GET /paged", input_schema=schema, branches=[branch])
+
+
+@pytest.mark.anyio
+async def test_a_next_page_position_holding_a_secret_never_becomes_a_cursor(hostile: str) -> None:
+    """A cursor is signed, not encrypted: the model can read what is in it."""
+    m = manifest(hostile, paged_tool("by_header", "header_cursor"), paged_tool("by_link", "link"),
+                 auth=AuthSpec(type="query", name="api_key", value="${HOSTILE_KEY}"))
+    by_header, by_link = await run(m, [("by_header", {"limit": 2}), ("by_link", {"limit": 2})])
+    assert "holds a credential" in error_body(by_header, "UPSTREAM_INVALID_RESPONSE")["message"]
+    page = ok(by_link)  # the Link drops the API key by name: that cursor is fine
+    assert page["items"] == [1, 2] and page["next_cursor"]
+    for result in (by_header, by_link):
+        assert_hidden(dumped(result), QUERY_KEY)
 
 
 # ============================================================================ 4. binary and unknown media
