@@ -283,7 +283,7 @@ def _origin(url: httpx2.URL) -> tuple[str, str, int | None]:
 
 def _secret_values(template: str, expanded: str, env: Mapping[str, str]) -> set[str]:
     found = {expanded}
-    found.update(env[v] for v in template_vars(template) if env.get(v))
+    found.update(env[v].strip(" \t\r\n") for v in template_vars(template) if env.get(v))
     return found
 
 
@@ -317,7 +317,8 @@ def resolve_settings(spec: UpstreamSpec, env: Mapping[str, str], *, require_secr
             missing.append(f"environment variable {e.name} is not set; {key} needs it ({template!r})")
             return ""
         if secret:
-            if not out.strip():
+            out = out.strip(" \t\r\n")  # a credential read with `$(cat file)` keeps its newline: never meant
+            if not out:
                 if optional(template):  # `${TOKEN:-}`: the credential is optional; send none
                     return ""
                 # set but empty: as good as missing, never send "Bearer "
@@ -351,6 +352,7 @@ def resolve_settings(spec: UpstreamSpec, env: Mapping[str, str], *, require_secr
             secrets.add(token)
             headers["Authorization"] = "Basic " + token
 
+    _check_header_values(headers, cookies, spec)
     if missing and require_secrets:
         raise ConfigError(missing[0])
     return Settings(
@@ -361,6 +363,26 @@ def resolve_settings(spec: UpstreamSpec, env: Mapping[str, str], *, require_secr
         redactor=Redactor(secrets),
         missing=missing[0] if missing else None,
     )
+
+
+def _check_header_values(headers: dict[str, str], cookies: list[str], spec: UpstreamSpec) -> None:
+    """Header and cookie values HTTP can carry, or a ConfigError naming the key (never the value).
+
+    Spaces around a value are dropped, as HTTP does; a control character or non-ASCII inside it
+    would fail every call.
+    """
+    for name, text in list(headers.items()):
+        headers[name] = text = text.strip(" \t\r\n")
+        key = f"upstream.headers.{name}" if name in spec.headers else "upstream.auth"
+        if _HEADER_CONTROL.search(text) or not text.isascii():
+            raise ConfigError(f"{key}: the value (from the environment) holds a line break, another control "
+                              "character or non-ASCII text, which an HTTP header cannot carry")
+    for i, cookie in enumerate(cookies):
+        name, _, text = cookie.partition("=")
+        cookies[i] = cookie = name + "=" + text.strip(" \t\r\n")
+        if _HEADER_CONTROL.search(cookie) or not cookie.isascii() or ";" in cookie:
+            raise ConfigError("upstream.auth: the cookie value (from the environment) holds a line break, a `;`, "
+                              "another control character or non-ASCII text, which a cookie cannot carry")
 
 
 _USERINFO: Final = re.compile(r"(?<=//)[^/?#@]*@")
@@ -405,12 +427,15 @@ def _base_url_secrets(url: httpx2.URL, template: str, env: Mapping[str, str]) ->
 # Every log record of the process (ours, httpx2's request lines, httpcore2, uvicorn's access log,
 # the MCP SDK) is scrubbed when it is made, before any handler sees it: the known secrets of every
 # live Upstream in all their forms, plus what looks like a credential whoever sent it (a query
-# value named like one, an Authorization scheme's token, a URL's userinfo).
+# value named like one, a Bearer/Basic/Digest credential, a URL's userinfo).
 _LOG_REDACTORS: list[weakref.ref[Redactor]] = []
 _LOG_GENERIC: Final = (
     (re.compile(r"(?i)((?:^|[?&;\s])[^=&;\s\"'#]*(?:key|token|secret|passw|pwd|signature|credential|session|auth)"
                 r"[^=&;\s\"'#]*=)[^&;\s\"'#]+"), r"\1***"),
-    (re.compile(r"(?i)\b(bearer|basic|digest|token)(\s+)[A-Za-z0-9._~+/=-]{6,}"), r"\1\2***"),
+    # an HTTP auth scheme's credential: 8+ token characters with a digit, a symbol or a lower-upper
+    # hump (base64, JWTs, hex), so that plain words ("bearer authentication") stay
+    (re.compile(r"\b((?i:bearer|basic|digest))(\s+)(?=[A-Za-z0-9._~+/=-]*(?:[0-9._~+/=-]|[a-z][A-Z]))"
+                r"[A-Za-z0-9._~+/=-]{8,}"), r"\1\2***"),
     (re.compile(r"(?<=://)[^/?#@\s]+@"), "***@"),
 )
 _log_lock = threading.Lock()

@@ -57,8 +57,8 @@ def encodings(raw: bytes) -> dict[str, Any]:
 def _parse(head: bytes) -> tuple[str, str, list[tuple[str, str]]]:
     lines = head.decode("latin-1").split("\r\n")
     method, target, _ = lines[0].split(" ", 2)
-    headers = [tuple(line.split(":", 1)) for line in lines[1:] if ":" in line]
-    return method, target, [(k.strip(), v.strip()) for k, v in headers]  # type: ignore[misc]
+    pairs = [line.split(":", 1) for line in lines[1:] if ":" in line]
+    return method, target, [(k.strip(), v.strip()) for k, v in pairs]
 
 
 def _response(status: int, body: bytes = b"", ct: str | None = "application/json",
@@ -97,9 +97,9 @@ def answer(method: str, target: str, headers: list[tuple[str, str]], raw: bytes)
             document = {"message": f"refused: {raw.decode('utf-8', 'replace')}", "request": document}
         return _response(int(args.get("status", "200")), json.dumps(document).encode(), ct or "application/json")
     if path == "/paged":  # one page; the next-page cursor and link echo the request's query
-        page = json.dumps({"items": [1, 2]}).encode()
-        return _response(200, page, "application/json", [
-            ("X-Next-Cursor", url.query.encode()), ("Link", b"</paged?page=2&" + url.query.encode() + b'>; rel="next"')])
+        items = json.dumps({"items": [1, 2]}).encode()
+        link = b"</paged?page=2&" + url.query.encode() + b'>; rel="next"'
+        return _response(200, items, "application/json", [("X-Next-Cursor", url.query.encode()), ("Link", link)])
     if path == "/hop":
         return _response(302, b"", None, [("Location", b"/reflect?" + url.query.encode())])
     if path == "/location":

@@ -20,7 +20,7 @@ import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import quote, quote_plus
 
 import httpx2
@@ -292,8 +292,8 @@ def test_log_lines_are_printed_once_when_the_application_configured_logging() ->
         logger.handlers = saved_ours
 
 
-def paged_tool(name: str, style: str) -> ToolSpec:
-    paging = PaginationSpec(style=style, header="X-Next-Cursor", items="items", page_size=2, max_items=2,  # type: ignore[arg-type]
+def paged_tool(name: str, style: Literal["header_cursor", "link"]) -> ToolSpec:
+    paging = PaginationSpec(style=style, header="X-Next-Cursor", items="items", page_size=2, max_items=2,
                             position=ParamSpec(name="after", location="query") if style == "header_cursor" else None)
     branch = Branch(key="default", steps=[Step(id="call", operation=op("GET", "/paged"))], pagination=paging)
     schema = {"type": "object", "properties": {"limit": {"type": "integer"}, "cursor": {"type": "string"}}}
@@ -393,6 +393,20 @@ async def test_a_credential_in_the_base_url_query_is_a_secret(hostile: str) -> N
     assert "region=eu" in dumped(result)
 
 
+@pytest.mark.anyio
+async def test_credentials_from_the_environment_are_sent_as_http_can_carry_them(hostile: str) -> None:
+    """A token read with `$(cat file)` keeps its newline; one with a line break inside fails every call."""
+    m = manifest(hostile, reflect_tool(), auth=AuthSpec(type="bearer", value="${T}"))
+    (result,) = await run(m, [("reflect", {"as": "json"})], env={"T": BEARER + "\n"})
+    assert ok(result)["headers"]["Authorization"] == "Bearer ***"
+    assert_hidden(dumped(result), BEARER)
+    for auth, headers in [(AuthSpec(type="bearer", value="${T}"), {}), (AuthSpec(), {"X-Api-Key": "${T}"}),
+                          (AuthSpec(type="cookie", name="sid", value="${T}"), {})]:
+        with pytest.raises(ConfigError) as info:
+            Runtime(manifest(hostile, reflect_tool(), auth=auth, headers=headers), environ={"T": "abc\ndef;ghi"})
+        assert "cannot carry" in str(info.value) and "abc" not in str(info.value)
+
+
 # ============================================================================ 6. exploded objects cannot add values
 
 
@@ -484,7 +498,7 @@ async def test_what_http_cannot_carry_and_what_upstreams_get_wrong_has_a_stable_
         ("charset", {"cs": "x-unknown", "latin1": "1"}, "UPSTREAM_INVALID_RESPONSE", "'x-unknown'"),
     ]
     results = await run(hostile_manifest(hostile), [(name, args) for name, args, _, _ in calls])
-    for (name, args, code, words), result in zip(calls, results, strict=True):
+    for (name, _, code, words), result in zip(calls, results, strict=True):
         body = error_body(result, code)
         assert words in body["message"], (name, body)
     fields = [error_of(r)["field"] for r in results[:4]]  # type: ignore[index]
