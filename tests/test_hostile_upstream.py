@@ -649,6 +649,10 @@ def test_over_http_nan_is_refused_and_deep_json_is_a_parse_error_not_a_500(serve
                     reply = httpx2.post(server.url, content=content, headers=headers, timeout=30, trust_env=False)
                     assert reply.status_code == 400, (depth, reply.status_code, reply.text[:300])
                     assert reply.json()["error"]["code"] in (-32700, -32600, -32602), reply.text[:300]
+        # uvicorn's access log prints the request line: a credential in a client's query is scrubbed
+        httpx2.get(server.base + "/healthz?access_token=inbound-secret-4711", timeout=30, trust_env=False)
         stderr = server.stderr()
+    access = server.stdout_path.read_text()  # uvicorn writes its access log to stdout
     no_traceback(stderr)
     assert "Exception in ASGI application" not in stderr
+    assert "GET /healthz?access_token=***" in access and "inbound-secret-4711" not in access + stderr
