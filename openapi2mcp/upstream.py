@@ -928,7 +928,8 @@ class _Names:
                 taken = f"the {where} parameter this server sets itself"
             elif name in self.declared[where] and name != own:
                 other = self.declared[where][name]
-                taken = "a value fixed by this server" if other.arg is None else f"the argument {other.arg}"
+                server = other.arg is None or other.arg.startswith("$")  # fixed, computed or internal ($dryRun)
+                taken = "a value fixed by this server" if server else f"the argument {other.arg}"
                 taken = f"the {where} parameter {other.name} ({taken})"
             elif name in self.keys[where]:
                 taken = f"a key of the argument {self.keys[where][name]}"
@@ -1240,7 +1241,10 @@ class Upstream:
             prepared = prepare(self.settings, op, inputs, evaluate)
         except UnicodeEncodeError as e:
             raise _unsendable(e, inputs) from None
-        prepared.headers.update(headers or {})
+        for name, value in (headers or {}).items():  # the server's (idempotency key) replace any spelling
+            for same in [h for h in prepared.headers if h.lower() == name.lower()]:
+                del prepared.headers[same]
+            prepared.headers[name] = value
         add_forwarded(prepared.headers)
         return prepared
 
