@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import math
 import re
 import time
 import traceback
@@ -124,7 +125,8 @@ def _coerce(text: str, schema: Mapping[str, Any]) -> Any:
     if "integer" in kinds and re.fullmatch(r"[+-]?\d+", text):
         return int(text)
     if "number" in kinds and re.fullmatch(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", text):
-        return float(text)
+        number = float(text)
+        return number if math.isfinite(number) else text  # 1e999 is no number JSON can carry: refused as text
     if "boolean" in kinds and text in ("true", "false"):
         return text == "true"
     return text

@@ -46,11 +46,11 @@ import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import unquote
 
 import anyio
 import jmespath.exceptions
 import mcp_types as types
+import pydantic_core
 from jsonschema import SchemaError, ValidationError
 from jsonschema.protocols import Validator
 from mcp.server.lowlevel import Server
@@ -117,6 +117,7 @@ from openapi2mcp.upstream import (
     Payload,
     Upstream,
     UpstreamResponse,
+    check_json_arguments,
 )
 
 if TYPE_CHECKING:
@@ -132,14 +133,26 @@ _LOOPBACK: Final = ("127.0.0.1", "localhost", "::1")
 
 
 def configure_logging(level: str | int = "INFO") -> None:
-    """Send openapi2mcp logs to stderr (stdout belongs to the protocol on stdio)."""
+    """Send openapi2mcp logs to stderr (stdout belongs to the protocol on stdio), each line once.
+
+    Our handler stays quiet for a record that a handler of the root logger prints (an application
+    or a library that configured logging, e.g. `logging.basicConfig`): a record reaches both, and
+    printing it twice is what `--log-level info` used to do.
+    """
     logger = logging.getLogger("openapi2mcp")
     if not any(getattr(h, "_openapi2mcp", False) for h in logger.handlers):
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.addFilter(_not_printed_by_root)
         handler._openapi2mcp = True  # type: ignore[attr-defined]
         logger.addHandler(handler)
     logger.setLevel(level.upper() if isinstance(level, str) else level)
+
+
+def _not_printed_by_root(record: logging.LogRecord) -> bool:
+    if not logging.getLogger("openapi2mcp").propagate:
+        return True
+    return not any(record.levelno >= h.level for h in logging.getLogger().handlers)
 
 
 def _invalid(message: str, field: str | None = None) -> ToolFailure:
@@ -231,6 +244,7 @@ def _problems(error: ValidationError) -> list[tuple[str | None, str]]:
 
 def check_arguments(validator: Validator, arguments: Mapping[str, Any]) -> None:
     """Raise ARGUMENT_INVALID naming every problem (bounded), `field` = the first one's path."""
+    check_json_arguments(arguments)  # NaN passes every range check: refused before the schema is asked
     by_field: dict[str | None, str] = {}
     for error in validator.iter_errors(arguments):
         for field, reason in _problems(error):
@@ -487,6 +501,10 @@ class Runtime:
                 self.upstream.redactor.text(traceback.format_exc()),
             )
             out = results.failure(results.internal_error(trace), results.meta(trace, requests))
+        if not _sendable(out):  # the audit line never says ok for a result the client cannot get
+            log.error("tool %s traceId %s: the result cannot be encoded as an MCP message", name, trace)
+            outcome = ErrorCode.INTERNAL_ERROR
+            out = results.failure(results.internal_error(trace), results.meta(trace, requests))
         log.info(
             "tool=%s traceId=%s outcome=%s requests=%d ms=%d",
             name,
@@ -599,13 +617,11 @@ class Runtime:
             position = got.resume[k] if k < len(got.resume) else got.next
             if position is None:
                 return None
-            at = position.at
-            redact = self.upstream.redactor.text
-            if isinstance(at, str) and (redact(at) != at or redact(unquote(at)) != unquote(at)):
-                raise ToolFailure.of(  # a cursor is readable: no credential of this server goes into one
+            if self.upstream.redactor.found(str(position.at)):  # a cursor is signed, not encrypted: readable
+                raise ToolFailure.of(
                     ErrorCode.UPSTREAM_INVALID_RESPONSE,
-                    "the upstream's position for the next page holds one of this server's credentials; "
-                    "it is not put into a cursor",
+                    "the upstream's next-page position holds a credential this server sends upstream (it echoes "
+                    "the request); it cannot go into a cursor",
                 )
             return pager.encode(position, binding)
 
@@ -854,6 +870,17 @@ class Runtime:
     async def aclose(self) -> None:
         await self.upstream.aclose()
         self.auditor.close()
+
+
+def _sendable(out: types.CallToolResult) -> bool:
+    """Whether the SDK can serialise the result (it stops at 255 levels of nesting; text is always fine)."""
+    if out.structured_content is None:
+        return True
+    try:
+        pydantic_core.to_json(out.structured_content)
+    except (ValueError, TypeError):  # PydanticSerializationError is a ValueError
+        return False
+    return True
 
 
 def _step_value(payload: Payload, status: int) -> Any:

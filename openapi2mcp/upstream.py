@@ -15,24 +15,34 @@
 * Errors: HTTP status -> stable `ErrorCode` (the overlay's `failure_modes` first), quoting the
   upstream's own message, short; transport failures -> UPSTREAM_TIMEOUT / UPSTREAM_UNAVAILABLE.
 
-Secrets never leave this module un-redacted: provenance URLs show `***` for auth query values and
-`Redactor` scrubs known secret values from anything the runtime returns or logs.
+Secrets never leave this module un-redacted: provenance URLs show `***` for auth query values,
+`Redactor` scrubs every known secret, in every encoding an upstream may echo it in, from anything
+the runtime returns, a binary body holding one is refused, and `redact_logs` scrubs every log
+record of the process. What arguments cannot do (collide with server-set names, carry NaN) and
+what upstream input is refused (over-deep JSON, broken redirects): docs/security-upstream.md.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import codecs
 import email.utils
+import itertools
 import json
+import logging
+import math
+import operator
 import re
+import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote, urlencode
 
 import httpx2
 
@@ -86,32 +96,64 @@ _MIN_SECRET = 6  # shorter values would be scrubbed out of ordinary data
 
 
 class Redactor:
-    """Replaces known secret values with `***` in text and in JSON values."""
+    """Replaces every known secret, in every form it can come back in, with `***`.
+
+    A secret sent upstream comes back the way the upstream writes what it received: raw, in a
+    URL percent-encoded (`quote` and `quote_plus`, upper- or lower-case hex, even twice), in JSON
+    escaped (`\\uXXXX`, `\\/`), in HTML as entities, and base64-encoded (an echoed Basic header,
+    a whole request as a blob) at any byte alignment. `secret_pattern` matches each character of
+    a secret in any of these forms, so a mix of them is found too. What no list of encodings can
+    catch: an upstream that transforms the secret on purpose (reversed, encrypted) — see
+    docs/security-upstream.md.
+    """
 
     def __init__(self, secrets: set[str]) -> None:
         self.secrets = tuple(sorted((s for s in secrets if len(s) >= _MIN_SECRET), key=len, reverse=True))
-        # each secret as it appears inside serialised JSON (quotes, backslashes, control characters escaped)
-        self._in_json = tuple(_json(s)[1:-1] for s in self.secrets)
+        self._pattern: re.Pattern[str] | None = None
+        self._bytes: re.Pattern[bytes] | None = None
+        # Scanning with the pattern costs ~0.3 s a MB; a substring search for the anchors, ~1 ms.
+        self._anchors: tuple[str, ...] | None = ()
+        self._byte_anchors: tuple[bytes, ...] | None = ()
+        if self.secrets:
+            source = secret_pattern(self.secrets)
+            self._pattern = re.compile(source)
+            self._bytes = re.compile(_utf8(source))
+            self._anchors = _anchors(self.secrets)
+            self._byte_anchors = tuple(a.encode("ascii") for a in self._anchors) if self._anchors is not None else None
+
+    def __bool__(self) -> bool:
+        return bool(self.secrets)
+
+    def _maybe(self, text: str) -> bool:
+        return self._pattern is not None and (self._anchors is None or any(a in text for a in self._anchors))
 
     def text(self, text: str) -> str:
-        for secret in self.secrets:
-            if secret in text:
-                text = text.replace(secret, "***")
-        return text
+        return self._pattern.sub("***", text) if self._pattern is not None and self._maybe(text) else text
+
+    def found(self, data: bytes | str) -> bool:
+        """Whether `data` (raw bytes of a body, or text) holds a secret in any known form."""
+        if isinstance(data, str):
+            return self._maybe(data) and self._pattern is not None and self._pattern.search(data) is not None
+        if self._bytes is None:
+            return False
+        if self._byte_anchors is not None and not any(a in data for a in self._byte_anchors):
+            return False
+        return self._bytes.search(data) is not None
 
     def value(self, value: Any) -> Any:
         """`value` with secrets replaced in every string and key; `value` itself when it holds none.
 
-        Every upstream body passes here: one serialisation (C speed) finds out whether a secret
-        occurs at all, so the node-by-node walk runs only for the rare body that has one.
+        Every upstream body passes here: one serialisation (C speed) and one scan find out
+        whether a secret occurs at all, so the node-by-node walk runs only for the rare body
+        that has one (the pattern also knows the JSON-escaped forms the serialisation writes).
         """
-        if not self.secrets:
+        if self._pattern is None:
             return value
         try:
-            text = _json(value)
+            text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
         except (TypeError, ValueError):  # not plain JSON data: walk it
             return self._walk(value)
-        return self._walk(value) if any(s in text for s in self._in_json) else value
+        return self._walk(value) if self.found(text) else value
 
     def _walk(self, value: Any) -> Any:
         if isinstance(value, str):
@@ -121,6 +163,103 @@ class Redactor:
         if isinstance(value, dict):
             return {self.text(k): self._walk(v) for k, v in value.items()}
         return value
+
+
+def _hex(value: int, width: int = 2) -> str:
+    """A number as hex digits in either case, as a pattern (`2[bB]`)."""
+    return "".join(f"[{d}{d.upper()}]" if d.isalpha() else d for d in f"{value:0{width}x}")
+
+
+def _utf8(text: str) -> bytes:
+    try:
+        return text.encode("utf-8", "surrogateescape")  # undecodable bytes of an environment variable
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+
+
+_JSON_SHORT: Final = {'"': '\\"', "\\": "\\\\", "/": "\\/", "\b": "\\b", "\f": "\\f", "\n": "\\n",
+                      "\r": "\\r", "\t": "\\t"}
+_HTML_NAMED: Final = {"&": "amp", "<": "lt", ">": "gt", '"': "quot", "'": "apos", "+": "plus", "/": "sol",
+                      "=": "equals"}
+
+
+_UNRESERVED: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+
+
+def _char_forms(c: str) -> str:
+    """A pattern for one character of a secret in every form an upstream may echo it.
+
+    Letters, digits and `-._~` stay as they are in every encoding in use (percent-encoding,
+    JSON, HTML), which also makes the runs of them the anchors of the fast check.
+    """
+    if c in _UNRESERVED:
+        return re.escape(c)
+    code = ord(c)
+    forms = [re.escape(c), "".join(f"%(?:25)?{_hex(b)}" for b in _utf8(c))]  # percent-encoded, also twice
+    if c == " ":
+        forms.append(r"\+")  # quote_plus
+    elif c == "+":
+        forms.append(" ")  # a raw `+` read back as form data (PHP's $_COOKIE, parse_qs)
+    if code > 0xFFFF:  # JSON writes it as a UTF-16 surrogate pair
+        high, low = 0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)
+        forms.append(rf"\\u{_hex(high, 4)}\\u{_hex(low, 4)}")
+    else:
+        forms.append(rf"\\u{_hex(code, 4)}")
+    if c in _JSON_SHORT:
+        forms.append(re.escape(_JSON_SHORT[c]))
+    forms.append(f"&#(?:0*{code}|[xX]0*{_hex(code, 1)});")  # HTML character references
+    if c in _HTML_NAMED:
+        forms.append(f"&{_HTML_NAMED[c]};")
+    return "(?:" + "|".join(forms) + ")"
+
+
+def _base64_fragments(secret: str) -> set[str]:
+    """What base64 of any byte stream holding `secret` contains of it, whatever its alignment.
+
+    At byte offset k within the stream, the base64 characters fully determined by the secret's
+    bytes are those from ceil(8k/6) to floor(8(k+n)/6): computed for k = 0, 1, 2, in the standard
+    and the URL-safe alphabet.
+    """
+    raw = _utf8(secret)
+    out: set[str] = set()
+    for k in range(3):
+        encoded = base64.b64encode(b"\0" * k + raw).decode("ascii")
+        middle = encoded[-(-8 * k // 6): (8 * (k + len(raw))) // 6]
+        if len(middle) >= _MIN_SECRET:
+            out.add(middle)
+            out.add(middle.replace("+", "-").replace("/", "_"))
+    return out
+
+
+def _secret_forms(secrets: tuple[str, ...]) -> list[str]:
+    """The secrets and their base64 fragments, longest first."""
+    forms = set(secrets)
+    for secret in secrets:
+        forms |= _base64_fragments(secret)
+    return sorted(forms, key=lambda f: (-len(f), f))
+
+
+def secret_pattern(secrets: tuple[str, ...]) -> str:
+    """One regular expression matching every secret and its base64 fragments, each in every form."""
+    return "|".join("".join(_char_forms(c) for c in form) for form in _secret_forms(secrets))
+
+
+_ANCHOR_MIN: Final = 4
+
+
+def _anchors(secrets: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The longest run of letters and digits of every form: each is in the text whenever that form is.
+
+    None when some form has no run of `_ANCHOR_MIN` characters: then every text is scanned.
+    """
+    out: set[str] = set()
+    for form in _secret_forms(secrets):
+        runs = re.findall(r"[A-Za-z0-9._~-]+", form)
+        best = max(runs, key=len, default="")
+        if len(best) < _ANCHOR_MIN:
+            return None
+        out.add(best)
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -147,7 +286,7 @@ def _origin(url: httpx2.URL) -> tuple[str, str, int | None]:
 
 def _secret_values(template: str, expanded: str, env: Mapping[str, str]) -> set[str]:
     found = {expanded}
-    found.update(env[v] for v in template_vars(template) if env.get(v))
+    found.update(env[v].strip(" \t\r\n") for v in template_vars(template) if env.get(v))
     return found
 
 
@@ -160,7 +299,7 @@ def resolve_settings(spec: UpstreamSpec, env: Mapping[str, str], *, require_secr
     """
     base = _parse_base(*base_url(spec, env))
 
-    secrets: set[str] = set()
+    secrets: set[str] = _base_url_secrets(base, spec.base_url, env)
     headers: dict[str, str] = {"User-Agent": USER_AGENT}
     query_auth: tuple[str, str] | None = None
     cookies: list[str] = []
@@ -175,7 +314,8 @@ def resolve_settings(spec: UpstreamSpec, env: Mapping[str, str], *, require_secr
             missing.append(f"environment variable {e.name} is not set; {key} needs it ({template!r})")
             return ""
         if secret:
-            if not out.strip():
+            out = out.strip(" \t\r\n")  # a credential read with `$(cat file)` keeps its newline: never meant
+            if not out:
                 if optional(template):  # `${TOKEN:-}`: the credential is optional; send none
                     return ""
                 # set but empty: as good as missing, never send "Bearer "
@@ -209,6 +349,7 @@ def resolve_settings(spec: UpstreamSpec, env: Mapping[str, str], *, require_secr
             secrets.add(token)
             headers["Authorization"] = "Basic " + token
 
+    _check_header_values(headers, cookies, spec)
     if missing and require_secrets:
         raise ConfigError(missing[0])
     sent = bool(query_auth or cookies or "Authorization" in headers or secrets)
@@ -264,7 +405,7 @@ def base_url(spec: UpstreamSpec, env: Mapping[str, str]) -> tuple[str, str]:
     """
     given = env.get(BASE_URL_VAR, "").strip()
     if given:
-        return given, f"${BASE_URL_VAR}"
+        return given, "${" + BASE_URL_VAR + "}"
     try:
         return expand(spec.base_url, env), spec.base_url
     except MissingVariable as e:
@@ -291,18 +432,133 @@ def relative_server_notice(spec: UpstreamSpec, url: httpx2.URL) -> str | None:
             f"if the API is served under {wanted}, use --base-url {shown}")
 
 
+def _check_header_values(headers: dict[str, str], cookies: list[str], spec: UpstreamSpec) -> None:
+    """Header and cookie values HTTP can carry, or a ConfigError naming the key (never the value).
+
+    Spaces around a value are dropped, as HTTP does; a control character or non-ASCII inside it
+    would fail every call.
+    """
+    for name, text in list(headers.items()):
+        headers[name] = text = text.strip(" \t\r\n")
+        key = f"upstream.headers.{name}" if name in spec.headers else "upstream.auth"
+        if _HEADER_CONTROL.search(text) or not text.isascii():
+            raise ConfigError(f"{key}: the value (from the environment) holds a line break, another control "
+                              "character or non-ASCII text, which an HTTP header cannot carry")
+    for i, cookie in enumerate(cookies):
+        name, _, text = cookie.partition("=")
+        cookies[i] = cookie = name + "=" + text.strip(" \t\r\n")
+        if _HEADER_CONTROL.search(cookie) or not cookie.isascii() or ";" in cookie:
+            raise ConfigError("upstream.auth: the cookie value (from the environment) holds a line break, a `;`, "
+                              "another control character or non-ASCII text, which a cookie cannot carry")
+
+
+_USERINFO: Final = re.compile(r"(?<=//)[^/?#@]*@")
+
+
 def _parse_base(raw: str, template: str) -> httpx2.URL:
+    shown = _USERINFO.sub("***@", template)  # never repeat a password in an error message
     try:
         url = httpx2.URL(raw)
     except Exception:
-        raise ConfigError(f"upstream.base_url is not a valid URL: {template!r}") from None
+        raise ConfigError(f"upstream.base_url is not a valid URL: {shown!r}") from None
     if url.scheme not in ("http", "https") or not url.host:
         raise ConfigError(
-            f"upstream.base_url must be an absolute http(s) URL like https://api.example.com/v1, got {template!r}"
+            f"upstream.base_url must be an absolute http(s) URL like https://api.example.com/v1, got {shown!r}"
+        )
+    if url.userinfo:
+        raise ConfigError(
+            f"upstream.base_url must not hold a user name or password (user:password@host), got {shown!r}: it "
+            "would be sent as Basic auth that nothing redacts. Remove it from the base URL (--base-url, "
+            "OPENAPI2MCP_BASE_URL or the overlay's upstream.base_url) and put the credential in the overlay: "
+            "upstream: {auth: {type: basic, username: NAME, password: ${PASSWORD_VARIABLE}}}"
         )
     if url.fragment:
-        raise ConfigError(f"upstream.base_url must not have a #fragment: {template!r}")
+        raise ConfigError(f"upstream.base_url must not have a #fragment: {shown!r}")
     return url
+
+
+def _base_url_secrets(url: httpx2.URL, template: str, env: Mapping[str, str]) -> set[str]:
+    """Query values of the base URL that are credentials: named like one, or taken from a variable."""
+    from_env = {env[v] for v in template_vars(template) if env.get(v)}
+    query = url.query.decode("ascii")
+    found = {v for v in from_env if v in unquote(query)}
+    for pair in query.split("&"):
+        name, _, value = pair.partition("=")
+        if value and _SECRET_HEADER.search(unquote(name)):
+            found.add(unquote(value))
+    return found
+
+
+# ============================================================================ logs
+
+# Every log record of the process (ours, httpx2's request lines, httpcore2, uvicorn's access log,
+# the MCP SDK) is scrubbed when it is made, before any handler sees it: the known secrets of every
+# live Upstream in all their forms, plus what looks like a credential whoever sent it (a query
+# value named like one, a Bearer/Basic/Digest credential, a URL's userinfo).
+_LOG_REDACTORS: list[weakref.ref[Redactor]] = []
+_LOG_GENERIC: Final = (
+    (re.compile(r"(?i)((?:^|[?&;\s])[^=&;\s\"'#]*(?:key|token|secret|passw|pwd|signature|credential|session|auth)"
+                r"[^=&;\s\"'#]*=)[^&;\s\"'#]+"), r"\1***"),
+    # an HTTP auth scheme's credential: 8+ token characters with a digit, a symbol or a lower-upper
+    # hump (base64, JWTs, hex), so that plain words ("bearer authentication") stay
+    (re.compile(r"\b((?i:bearer|basic|digest))(\s+)(?=[A-Za-z0-9._~+/=-]*(?:[0-9._~+/=-]|[a-z][A-Z]))"
+                r"[A-Za-z0-9._~+/=-]{8,}"), r"\1\2***"),
+    (re.compile(r"(?<=://)[^/?#@\s]+@"), "***@"),
+)
+_log_lock = threading.Lock()
+
+
+def scrub_log_text(text: str) -> str:
+    for ref in _LOG_REDACTORS:
+        redactor = ref()
+        if redactor is not None:
+            text = redactor.text(text)
+    for pattern, replacement in _LOG_GENERIC:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def _scrub_arg(arg: Any) -> Any:
+    if arg is None or isinstance(arg, int | float):
+        return arg  # numbers keep %d and %f working
+    try:
+        text = str(arg)
+    except Exception:
+        return arg
+    clean = scrub_log_text(text)
+    return arg if clean == text else clean
+
+
+def _scrub_record(record: logging.LogRecord) -> None:
+    if isinstance(record.msg, str):
+        record.msg = scrub_log_text(record.msg)
+    if isinstance(record.args, Mapping):
+        record.args = {k: _scrub_arg(v) for k, v in record.args.items()}
+    elif record.args:
+        record.args = tuple(_scrub_arg(a) for a in record.args)  # uvicorn's access formatter reads the tuple
+    if record.exc_info and not record.exc_text:
+        record.exc_text = scrub_log_text(logging.Formatter().formatException(record.exc_info))
+    if record.stack_info:
+        record.stack_info = scrub_log_text(record.stack_info)
+
+
+def redact_logs(redactor: Redactor) -> None:
+    """Scrub `redactor`'s secrets from every log record from now on (for as long as it lives)."""
+    with _log_lock:
+        live = [ref for ref in _LOG_REDACTORS if ref() is not None and ref() is not redactor]
+        _LOG_REDACTORS[:] = [*live, weakref.ref(redactor)] if redactor else live
+        factory = logging.getLogRecordFactory()
+        if getattr(factory, "_openapi2mcp", False):
+            return
+        previous = factory
+
+        def scrubbed(*args: Any, **kwargs: Any) -> logging.LogRecord:
+            record = previous(*args, **kwargs)
+            _scrub_record(record)
+            return record
+
+        scrubbed._openapi2mcp = True  # type: ignore[attr-defined]
+        logging.setLogRecordFactory(scrubbed)
 
 
 # ============================================================================ serialisation
@@ -317,7 +573,7 @@ def _scalar(value: Any) -> str:
         return value
     if value is None:
         return ""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _json(value)
 
 
 def _pct(value: Any, safe: str = "") -> str:
@@ -325,7 +581,45 @@ def _pct(value: Any, safe: str = "") -> str:
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    """Compact JSON as it is sent: NaN and Infinity are no JSON, and never go upstream."""
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        raise _invalid("a number that is not finite (NaN or Infinity) cannot be sent: JSON has no such numbers") \
+            from None
+
+
+def check_json_arguments(arguments: Mapping[str, Any]) -> None:
+    """ARGUMENT_INVALID for a NaN or ±Infinity anywhere in `arguments`, or nesting past MAX_JSON_DEPTH.
+
+    Python's json module, and so a raw JSON-RPC request, accepts `NaN` and `Infinity`; every
+    comparison with NaN is false, so it would pass any range check. Nesting is capped as for
+    upstream JSON: what is sent comes back in results (echoes, dry-run previews).
+    """
+    try:
+        text = json.dumps(arguments, allow_nan=False)
+    except ValueError:
+        where = _non_finite(arguments)
+        raise _invalid(f"{where or 'the arguments'}: NaN and Infinity are not numbers JSON can carry; send a finite "
+                       "number", where or None) from None
+    except TypeError:  # not JSON data (a caller in Python): nothing to check here
+        return
+    if json_depth_exceeds(text.encode()):
+        raise _invalid(f"the arguments are nested deeper than {MAX_JSON_DEPTH} levels; send flatter values")
+
+
+def _non_finite(value: Any) -> str | None:
+    """The path (`a.b[2]`, "" for the value itself) of the first NaN or ±Infinity in `value`, or None."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return where
+        if isinstance(item, dict):
+            stack += [(f"{where}.{k}" if where else str(k), v) for k, v in item.items()]
+        elif isinstance(item, list | tuple):
+            stack += [(f"{where}[{i}]", v) for i, v in enumerate(item)]
+    return None
 
 
 def path_value(p: ParamSpec, value: Any) -> str:
@@ -385,7 +679,7 @@ def query_pairs(p: ParamSpec, value: Any) -> list[tuple[str, str]]:
     if p.content_type:
         return [(name, enc(_json(value)))]
     if p.style == "deepObject" and isinstance(value, dict):
-        return _deep_object(p.name, value, enc)
+        return _deep_object(name, value, enc)
     delimiter = {"spaceDelimited": "%20", "pipeDelimited": "%7C"}.get(p.style, ",")
     if value in ([], {}):  # RFC 6570: an empty list or map is undefined, so not sent (not `name=`)
         return []
@@ -401,22 +695,19 @@ def query_pairs(p: ParamSpec, value: Any) -> list[tuple[str, str]]:
 
 
 def _deep_object(prefix: str, value: dict[str, Any], enc: Callable[[Any], str]) -> list[tuple[str, str]]:
-    # Nested objects recurse (a[b][c]=v); arrays repeat the key. Brackets stay literal, as the
-    # OpenAPI examples and most servers expect.
+    # Nested objects recurse (a[b][c]=v); arrays repeat the key. The structural brackets stay
+    # literal, as the OpenAPI examples and most servers expect; brackets inside a key are encoded,
+    # so that no key can add a level (`{"x][y": 1}` is `a[x%5D%5By]`, not `a[x][y]`).
     out: list[tuple[str, str]] = []
     for key, item in value.items():
-        name = f"{prefix}[{key}]"
+        name = f"{prefix}[{_pct(key)}]"
         if isinstance(item, dict):
             out += _deep_object(name, item, enc)
         elif isinstance(item, list):
-            out += [(_deep_name(name), enc(v)) for v in item]
+            out += [(name, enc(v)) for v in item]
         else:
-            out.append((_deep_name(name), enc(item)))
+            out.append((name, enc(item)))
     return out
-
-
-def _deep_name(name: str) -> str:
-    return quote(name, safe="[]")
 
 
 def header_value(p: ParamSpec, value: Any) -> str:
@@ -429,11 +720,25 @@ def header_value(p: ParamSpec, value: Any) -> str:
         text = ",".join(f"{k}{sep}{_scalar(v)}" for k, v in value.items())
     else:
         text = _scalar(value)
+    who = p.arg or p.name
     if any(c in text for c in "\r\n\0"):
-        raise _invalid(f"{p.arg or p.name}: header values cannot contain line breaks", p.arg)
+        raise _invalid(f"{who}: header values cannot contain line breaks", p.arg)
     if not text.isascii():
-        raise _invalid(f"{p.arg or p.name}: header values are ASCII text only (HTTP sends no other characters)", p.arg)
-    return text
+        raise _invalid(f"{who}: header values are ASCII text only (HTTP sends no other characters)", p.arg)
+    control = _HEADER_CONTROL.search(text)
+    if control:
+        raise _invalid(f"{who}: header values cannot contain control characters (found {control.group()!r}); "
+                       "send printable text", p.arg)
+    if len(text) > MAX_HEADER_LENGTH:
+        raise _invalid(f"{who}: {len(text)} characters is too long for an HTTP header (this server sends at most "
+                       f"{MAX_HEADER_LENGTH}); send less", p.arg)
+    return text.strip(" \t")  # HTTP drops spaces around a value; h11 refuses to send them
+
+
+# RFC 9110 field values: visible characters, spaces and tabs (no other control character).
+_HEADER_CONTROL: Final = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+MAX_HEADER_LENGTH: Final = 16_384  # a common server limit for one header (uvicorn, Node, nginx's buffers)
+MAX_URL_LENGTH: Final = 65_536  # httpx2 refuses longer URLs; most servers stop at 8 to 64 KB
 
 
 def cookie_pairs(p: ParamSpec, value: Any) -> list[str]:
@@ -663,6 +968,7 @@ def prepare(settings: Settings, op: OperationSpec, inputs: Mapping[str, Any], ev
     cookies: list[str] = list(settings.cookies)
     if op.accept:
         headers["Accept"] = op.accept
+    names = _Names(settings, op)
 
     for p in op.params:
         value = _param_value(p, inputs, evaluate)
@@ -676,11 +982,16 @@ def prepare(settings: Settings, op: OperationSpec, inputs: Mapping[str, Any], ev
                 raise _invalid(f"{p.arg or p.name} must not be empty (it is part of the URL path)", p.arg)
             path_values[p.name] = encoded
         elif p.location == "query":
+            names.check(p, value)
             query += query_pairs(p, value)
         elif p.location == "header":
-            if p.name.lower() not in _RESERVED_HEADERS:
-                headers[p.name] = header_value(p, value)
+            if p.name.lower() in _RESERVED_HEADERS:
+                continue
+            if names.server_header(p):
+                continue  # the server's own header (static, auth) wins over a fixed or computed one
+            headers[p.name] = header_value(p, value)
         else:
+            names.check(p, value)
             cookies += cookie_pairs(p, value)
     if cookies:
         headers["Cookie"] = "; ".join(cookies)
@@ -695,13 +1006,86 @@ def prepare(settings: Settings, op: OperationSpec, inputs: Mapping[str, Any], ev
 
     path = render_path(op.path, path_values)
     url, shown = _compose_url(settings, path, query, op.query)
+    if len(url) > MAX_URL_LENGTH:
+        raise _url_too_long(op, inputs, len(url))
     return Prepared(op.method.upper(), url, settings.redactor.text(shown), headers, body)
+
+
+def _wire_name(name: str) -> str:
+    """A query or cookie name as lenient servers read it: case-insensitive (ASP.NET), `.` and space
+    as `_` (PHP), `a[...]` as `a` (PHP, Rails)."""
+    name = unquote(name).casefold().replace(".", "_").replace(" ", "_")
+    return name.split("[", 1)[0]
+
+
+class _Names:
+    """The query and cookie names of one request that arguments must not add a second value for.
+
+    An exploded object (form `explode: true`, cookie form) turns its keys into names on the wire:
+    a key that reads as another parameter, a fixed value or the server's credential would send
+    a second copy of it, and many frameworks read the first (`?raw=tenant-evil&raw=tenant-acme`).
+    """
+
+    def __init__(self, settings: Settings, op: OperationSpec) -> None:
+        self.declared: dict[str, dict[str, ParamSpec]] = {"query": {}, "cookie": {}}
+        for p in op.params:
+            if p.location in self.declared:
+                self.declared[p.location][_wire_name(p.name)] = p
+        self.server: dict[str, set[str]] = {"query": set(), "cookie": set()}
+        if settings.query_auth:
+            self.server["query"].add(_wire_name(settings.query_auth[0]))
+        self.server["query"].update(_wire_name(k) for k, _ in settings.base_url.params.multi_items())
+        self.server["cookie"].update(_wire_name(c.split("=", 1)[0]) for c in settings.cookies)
+        self.server_headers = {h.lower() for h in settings.headers if h.lower() != "user-agent"}
+        self.keys: dict[str, dict[str, str]] = {"query": {}, "cookie": {}}  # exploded key -> its argument
+
+    def check(self, p: ParamSpec, value: Any) -> None:
+        where = p.location
+        own = _wire_name(p.name)
+        if p.arg is not None and own in self.server[where]:
+            raise _invalid(f"{p.arg}: the {where} parameter {p.name} is set by this server, not by arguments", p.arg)
+        exploded = isinstance(value, dict) and p.explode and not p.content_type and (
+            (where == "query" and p.style == "form") or where == "cookie")
+        if not exploded:
+            return
+        who = p.arg or p.name
+        for key in value:
+            name = _wire_name(str(key))
+            if name in self.server[where]:
+                taken = f"the {where} parameter this server sets itself"
+            elif name in self.declared[where] and name != own:
+                other = self.declared[where][name]
+                server = other.arg is None or other.arg.startswith("$")  # fixed, computed or internal ($dryRun)
+                taken = "a value fixed by this server" if server else f"the argument {other.arg}"
+                taken = f"the {where} parameter {other.name} ({taken})"
+            elif name in self.keys[where]:
+                taken = f"a key of the argument {self.keys[where][name]}"
+            else:
+                self.keys[where][name] = who
+                continue
+            raise _invalid(f"{who}.{key}: this key would be sent as {taken}; use another key", f"{who}.{key}")
+
+    def server_header(self, p: ParamSpec) -> bool:
+        """True for a fixed or computed header the server sets itself; an argument for one is refused."""
+        if p.name.lower() not in self.server_headers:
+            return False
+        if p.arg is not None:
+            raise _invalid(f"{p.arg}: the header {p.name} is set by this server, not by arguments", p.arg)
+        return True
+
+
+def _url_too_long(op: OperationSpec, inputs: Mapping[str, Any], length: int) -> ToolFailure:
+    feeding = [p.arg for p in op.params if p.arg and p.location in ("path", "query") and inputs.get(p.arg) is not None]
+    longest = max(feeding, key=lambda a: len(_scalar(inputs[a])), default=None)
+    named = f" (the longest part: {longest}, {len(_scalar(inputs[longest]))} characters)" if longest else ""
+    return _invalid(f"the request URL would be {length} characters{named}, over the limit of {MAX_URL_LENGTH}; "
+                    "send shorter values", longest)
 
 
 def _compose_url(
     settings: Settings, path: str, query: list[tuple[str, str]], raw_query: str | None = None
 ) -> tuple[str, str]:
-    """The real URL and its display form (no userinfo, auth query value as ***).
+    """The real URL and its display form (the auth query value as ***); base URLs hold no userinfo.
 
     `raw_query` (a followed next-page URL's query) is sent exactly as the upstream wrote it.
     """
@@ -711,7 +1095,6 @@ def _compose_url(
         path = "/" + path
     port = f":{base.port}" if base.port else ""
     host = f"[{base.host}]" if ":" in base.host else base.host
-    userinfo = base.userinfo.decode("ascii") + "@" if base.userinfo else ""
     tail = f"{host}{port}{prefix}{path}"
     parts = [base.query.decode("ascii")] if base.query else []
     parts += [raw_query] if raw_query else []
@@ -721,7 +1104,7 @@ def _compose_url(
         name, value = settings.query_auth
         parts.append(f"{_pct(name)}={_pct(value)}")
         shown_parts.append(f"{_pct(name)}=***")
-    url = f"{base.scheme}://{userinfo}{tail}" + ("?" + "&".join(parts) if parts else "")
+    url = f"{base.scheme}://{tail}" + ("?" + "&".join(parts) if parts else "")
     shown = f"{base.scheme}://{tail}" + ("?" + "&".join(shown_parts) if shown_parts else "")
     return url, shown
 
@@ -779,12 +1162,21 @@ _TEXT_TYPES: Final = frozenset(
         "application/x-yaml",
         "application/javascript",
         "application/graphql",
+        # text by another name: decoded, and scrubbed of secrets like any text (not refused as binary)
+        "application/x-ndjson",
+        "application/ndjson",
+        "application/jsonl",
+        "application/x-jsonlines",
+        "application/json-seq",
+        "application/x-www-form-urlencoded",
+        "application/csv",
+        "application/sql",
     }
 )
 
 
 def _is_text(mt: str) -> bool:
-    return mt.startswith("text/") or mt in _TEXT_TYPES or mt.endswith(("+xml", "+yaml"))
+    return mt.startswith("text/") or mt in _TEXT_TYPES or mt.endswith(("+xml", "+yaml", "+json-seq"))
 
 
 # A lone surrogate: valid JSON ("\ud83d" of an emoji cut in half, as UTF-16 string APIs do), no valid
@@ -792,9 +1184,60 @@ def _is_text(mt: str) -> bool:
 # decoding replaces it with U+FFFD, as invalid UTF-8 in a text body is replaced.
 _SURROGATE: Final = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
 
+# Deeper upstream JSON is refused: the MCP SDK serialises at most 255 levels (a result wraps the
+# body in a few), and every walk over a result recurses. Real APIs stay far below (GitHub: ~10).
+MAX_JSON_DEPTH: Final = 128
+_NOT_BRACKETS: Final = bytes(b for b in range(256) if b not in b'"[]{}')
+_DEPTH_STEPS: Final = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
+
+
+class JsonTooDeep(ValueError):
+    """Upstream JSON nested deeper than MAX_JSON_DEPTH."""
+
+
+def _brackets(body: bytes) -> bytes:
+    """The brackets of a JSON text that are not inside strings, in order (C-speed byte operations)."""
+    if b"\\" in body:
+        body = body.replace(b"\\\\", b"").replace(b'\\"', b"")  # escaped quotes end no string
+    kept = body.translate(None, _NOT_BRACKETS).replace(b'""', b"")  # strings without brackets vanish
+    return re.sub(rb'"[^"]*"', b"", kept) if b'"' in kept else kept
+
+
+def json_depth_exceeds(body: bytes) -> bool:
+    """Whether the JSON text `body` nests arrays/objects deeper than MAX_JSON_DEPTH, without parsing it.
+
+    Each pass deletes the innermost pairs, one or two levels (`[]` then `{}`), so a text that
+    empties in n passes is between n and 2n deep; only in between is the depth counted exactly.
+    """
+    if body.count(b"[") + body.count(b"{") <= MAX_JSON_DEPTH:
+        return False
+    brackets = rest = _brackets(body)
+    passes = 0
+    while rest:
+        shorter = rest.replace(b"[]", b"").replace(b"{}", b"")
+        if len(shorter) == len(rest):
+            break  # unbalanced: not JSON, which parsing reports
+        rest, passes = shorter, passes + 1
+        if passes > MAX_JSON_DEPTH:
+            return True
+    if 2 * passes <= MAX_JSON_DEPTH:
+        return False
+    # depth at each bracket = 2 * (opening brackets so far) - (brackets so far)
+    deepest: int = max(map(operator.sub, itertools.accumulate(brackets.translate(_DEPTH_STEPS)), itertools.count(1)))
+    return deepest > MAX_JSON_DEPTH
+
+
+def _no_constant(name: str) -> None:
+    """NaN and ±Infinity are not JSON; Python and JavaScript servers write them. They become null."""
+
 
 def _loads(body: bytes) -> Any:
-    value = json.loads(body)
+    if json_depth_exceeds(body):
+        raise JsonTooDeep(f"nested deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        value = json.loads(body, parse_constant=_no_constant)
+    except RecursionError:  # pragma: no cover - the depth check comes first
+        raise JsonTooDeep(f"nested deeper than {MAX_JSON_DEPTH} levels") from None
     return _whole_characters(value) if _SURROGATE.search(body) else value
 
 
@@ -808,13 +1251,43 @@ def _whole_characters(value: Any) -> Any:
     return value
 
 
+def _json_payload(resp: UpstreamResponse, media_type: str) -> Payload:
+    try:
+        return Payload("json", _loads(resp.body), media_type)
+    except JsonTooDeep:
+        raise ToolFailure.of(
+            ErrorCode.UPSTREAM_INVALID_RESPONSE,
+            f"the upstream sent JSON nested deeper than {MAX_JSON_DEPTH} levels ({len(resp.body)} bytes), more "
+            "than this server passes on; ask for less (fewer fields, no expansion of nested objects)",
+            status=resp.status,
+        ) from None
+
+
+def _text(resp: UpstreamResponse) -> str:
+    """The body as text in its declared charset (UTF-8 when none); an unknown one is an upstream fault."""
+    charset = resp.charset or "utf-8"
+    try:
+        codecs.lookup(charset)
+    except LookupError:
+        try:
+            return resp.body.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ToolFailure.of(
+                ErrorCode.UPSTREAM_INVALID_RESPONSE,
+                f"the upstream declared the character set {clip_quote(charset, 60)!r} ({resp.media_type}), "
+                "which this server does not know, and the body is not UTF-8",
+                status=resp.status,
+            ) from None
+    return resp.body.decode(charset, "replace")
+
+
 def decode(resp: UpstreamResponse) -> Payload:
     mt = resp.media_type
     if not resp.body or resp.method == "HEAD":
         return Payload("empty", None, mt)
     if is_json_media(mt):
         try:
-            return Payload("json", _loads(resp.body), mt)
+            return _json_payload(resp, mt)
         except ValueError:
             raise ToolFailure.of(
                 ErrorCode.UPSTREAM_INVALID_RESPONSE,
@@ -822,10 +1295,10 @@ def decode(resp: UpstreamResponse) -> Payload:
                 status=resp.status,
             ) from None
     if _is_text(mt):
-        return Payload("text", resp.body.decode(resp.charset or "utf-8", "replace"), mt)
+        return Payload("text", _text(resp), mt)
     if not mt:  # undeclared: JSON if it parses, text if it decodes, else bytes
         try:
-            return Payload("json", _loads(resp.body), "application/json")
+            return _json_payload(resp, "application/json")
         except ValueError:
             pass
         try:
@@ -862,6 +1335,7 @@ class Upstream:
         self.spec = spec
         self.settings = resolve_settings(spec, env, require_secrets=require_secrets)
         self._client: httpx2.AsyncClient | None = None
+        redact_logs(self.settings.redactor)
 
     @property
     def redactor(self) -> Redactor:
@@ -900,7 +1374,10 @@ class Upstream:
             prepared = prepare(self.settings, op, inputs, evaluate)
         except UnicodeEncodeError as e:
             raise _unsendable(e, inputs) from None
-        prepared.headers.update(headers or {})
+        for name, value in (headers or {}).items():  # the server's (idempotency key) replace any spelling
+            for same in [h for h in prepared.headers if h.lower() == name.lower()]:
+                del prepared.headers[same]
+            prepared.headers[name] = value
         add_forwarded(prepared.headers)
         return prepared
 
@@ -975,7 +1452,17 @@ class Upstream:
         requests.append(resp.provenance(step))
         if not resp.ok:
             raise self.failure(resp, op, failure_modes or {})
-        return resp, decode(resp)
+        payload = decode(resp)
+        if payload.kind == "binary" and self.redactor.found(payload.raw):
+            # Bytes cannot be scrubbed without breaking the file, and a file holding the server's
+            # credential is an echo, not a document: refused (JSON and text are scrubbed instead).
+            raise ToolFailure.of(
+                ErrorCode.UPSTREAM_INVALID_RESPONSE,
+                f"the upstream's {payload.media_type or 'binary'} response holds a credential this server sends "
+                "upstream (it echoes the request); it is withheld",
+                status=resp.status,
+            )
+        return resp, payload
 
     async def _send(self, client: httpx2.AsyncClient, request: httpx2.Request) -> httpx2.Response:
         try:
@@ -998,7 +1485,24 @@ class Upstream:
     def _redirect(
         self, client: httpx2.AsyncClient, request: httpx2.Request, response: httpx2.Response
     ) -> tuple[httpx2.Request, str]:
-        target = request.url.join(response.headers["location"])
+        location = response.headers.get("location", "").strip()
+        if not location:
+            raise ToolFailure.of(
+                ErrorCode.UPSTREAM_ERROR,
+                f"the upstream answered {response.status_code} (a redirect) without a Location header; not followed",
+                status=response.status_code,
+            )
+        try:
+            target = request.url.join(location)
+            if target.scheme not in ("http", "https") or not target.host:
+                raise ValueError(location)
+        except Exception:  # httpx2.InvalidURL, ValueError, UnicodeError: whatever the parser makes of it
+            raise ToolFailure.of(
+                ErrorCode.UPSTREAM_ERROR,
+                f"the upstream answered {response.status_code} (a redirect) with a Location that is not an http(s) "
+                f"URL ({clip_quote(self.redactor.text(location), 120)!r}); not followed",
+                status=response.status_code,
+            ) from None
         if _origin(target) != self.settings.origin:
             raise ToolFailure.of(
                 ErrorCode.UPSTREAM_ERROR,
