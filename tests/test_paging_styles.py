@@ -308,8 +308,8 @@ async def test_a_credential_echoed_in_a_next_url_never_reaches_a_cursor(rt: Runt
              headers={"Next-Page": f"{up.base_url}/v1/records?_limit=5&session={TOKEN}"})
     body = err(await rt.call("records_list", {}))
     assert body["code"] == "UPSTREAM_INVALID_RESPONSE"
-    assert body["message"] == ("the upstream's position for the next page holds one of this server's "
-                               "credentials; it is not put into a cursor")
+    assert body["message"] == ("the upstream's next-page position holds a credential this server sends upstream "
+                               "(it echoes the request); it cannot go into a cursor")
     assert TOKEN not in json.dumps(body)
 
 
