@@ -153,6 +153,7 @@ def inspect(
         compiled = _compile(spec, overlay, all_operations, strict, allow_remote_refs, quiet=True, ref_root=ref_root)
         listed = [t for t in compiled.manifest.tools if t.risk != "forbidden"]
         definitions = [t.definition() for t in listed]
+        _warn_names(compiled.manifest.server.name, [t.name for t in listed])
         if as_json:
             sys.stdout.write(json.dumps(definitions, indent=2, ensure_ascii=False) + "\n")
             return
@@ -175,7 +176,8 @@ def _print_inspect(compiled: Compiled, definitions: list[dict[str, Any]]) -> Non
         size = len(json.dumps(d, ensure_ascii=False).encode())
         total += size
         ops = ", ".join(f"{s.operation.method} {s.operation.path}" for b in tool.branches for s in b.steps)
-        rows.append((tool.name, tool.risk, ops, size))
+        name = tool.name + (f" (written {tool.written_name})" if tool.written_name else "")
+        rows.append((name, tool.risk, ops, size))
     hidden = len(m.tools) - len(definitions)
     typer.echo(f"{m.server.name} {m.server.version}: {len(definitions)} tool(s)"
                + (f" (+{hidden} forbidden, not listed)" if hidden else "")
@@ -198,6 +200,14 @@ def _print_inspect(compiled: Compiled, definitions: list[dict[str, Any]]) -> Non
         for p in m.prompts:
             args = ", ".join(a.name + ("*" if a.required else "") for a in p.arguments)
             typer.echo(f"  {p.name}({args})" + (f"  {p.title}" if p.title else ""))
+
+
+def _warn_names(server: str, tools: list[str]) -> None:
+    """Names some clients refuse, on stderr (also with --json, whose stdout is the tools array only)."""
+    from openapi2mcp.names import name_warnings
+
+    for line in name_warnings(server, tools):
+        typer.echo(f"openapi2mcp: warning: {line}", err=True)
 
 
 def _tokens(size: int) -> int:
