@@ -503,7 +503,7 @@ def config(
         if package is not None:
             key, cmd, variables = package_client_defaults(package)
         words = shlex.split(command) if command else ([cmd] if cmd and not url else [])
-        words += list(args or [])
+        words = _absolute_paths(words + list(args or []))
         server = name or key
         if not server:
             _fail("give --name (the server's key in the client configuration) or --package")
@@ -513,6 +513,40 @@ def config(
         sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
     _guarded(run)
+
+
+# Options of `openapi2mcp serve` (and of built packages) whose value is a file or folder.
+_PATH_OPTIONS = frozenset({"--overlay", "-O", "--manifest", "-m", "--ref-root", "--auth-tokens", "--audit-log"})
+
+
+def _absolute_paths(words: list[str]) -> list[str]:
+    """The command with its file paths absolute: a client starts the server in a folder of its own choosing.
+
+    Made absolute: the values of the path options (`--overlay F`, `--manifest=F`, ...), a command
+    given by a relative path (`.venv/bin/openapi2mcp`), and any other argument that names an
+    existing file or folder here (the SPEC). URLs, `-` and bare command names stay as they are.
+    """
+    out: list[str] = []
+    path_value = False
+    for i, word in enumerate(words):
+        option, eq, value = word.partition("=")
+        if path_value:
+            word = _absolute(word)
+        elif eq and option in _PATH_OPTIONS:
+            word = f"{option}={_absolute(value)}"
+        elif i == 0:
+            word = _absolute(word) if "/" in word or os.sep in word else word
+        elif not word.startswith("-") and Path(word).exists():
+            word = _absolute(word)
+        path_value = not path_value and word in _PATH_OPTIONS
+        out.append(word)
+    return out
+
+
+def _absolute(path: str) -> str:
+    if not path or path == "-" or "://" in path or path.startswith("$"):
+        return path  # stderr, a URL, a variable the client expands
+    return os.path.abspath(os.path.expanduser(path))
 
 
 def _pairs(items: list[str] | None, flag: str) -> dict[str, str]:

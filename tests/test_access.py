@@ -735,7 +735,7 @@ async def test_stdio_scopes_and_the_server_rate_limit(notes_up: Upstream, overla
     with (tmp_path / "stderr.log").open("w") as errlog:
         async with Client(stdio_client(params, errlog=errlog)) as c:
             assert await names(c) == [*READ_TOOLS, "tasks_create"]  # not tasks_list: no tasks:read
-            with pytest.raises(MCPError, match=r"Unknown tool: tasks\.list"):
+            with pytest.raises(MCPError, match=r"Unknown tool: tasks_list"):
                 await c.call_tool("tasks_list", {})
             denied = err(await c.call_tool("tasks_create", task_args("stdio")), "PERMISSION_DENIED")
             assert "tasks:write:step-up" in denied["message"]  # stdio has no 403: a tool error instead

@@ -683,7 +683,7 @@ def test_github_overlay_is_small_and_complete(corpus: Path) -> None:
 
     names = [t.name for t in curated.tools]
     assert len(names) <= 15
-    for area in ("issues.", "pulls.", "repos_content", "search.", "actions_runs"):
+    for area in ("issues_", "pulls_", "repos_content", "search_", "actions_runs"):
         assert any(n.startswith(area) for n in names), area
     assert size(raw) >= 100 * size(curated)
     kinds = {t.dispatch for t in curated.tools}
