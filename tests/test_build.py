@@ -45,7 +45,7 @@ TOKEN = "test-token-0123456789abcdef"
 LISTED = {"notes_search", "notes_read", "tasks_create", "tasks_list"}
 # modules a frozen package must never load: the compile side and the CLI framework
 FORBIDDEN = ("prance", "openapi_core", "openapi_spec_validator", "openapi2mcp.compile", "openapi2mcp.load",
-             "openapi2mcp.overlay", "openapi2mcp.build", "openapi2mcp.cli", "typer")
+             "openapi2mcp.overlay", "openapi2mcp.names", "openapi2mcp.build", "openapi2mcp.cli", "typer")
 
 
 @pytest.fixture(scope="module")
