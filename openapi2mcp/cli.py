@@ -202,12 +202,15 @@ def _print_inspect(compiled: Compiled, definitions: list[dict[str, Any]]) -> Non
             typer.echo(f"  {p.name}({args})" + (f"  {p.title}" if p.title else ""))
 
 
-def _warn_names(server: str, tools: list[str]) -> None:
+def _warn_names(server: str, tools: list[str], limit: int = 10) -> None:
     """Names some clients refuse, on stderr (also with --json, whose stdout is the tools array only)."""
     from openapi2mcp.names import name_warnings
 
-    for line in name_warnings(server, tools):
+    lines = name_warnings(server, tools)
+    for line in lines[:limit]:
         typer.echo(f"openapi2mcp: warning: {line}", err=True)
+    if len(lines) > limit:
+        typer.echo(f"openapi2mcp: ... and {len(lines) - limit} more tool name warning(s)", err=True)
 
 
 def _tokens(size: int) -> int:

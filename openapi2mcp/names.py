@@ -111,7 +111,7 @@ def _rewrite_model(model: M, renames: Mapping[str, str], pattern: re.Pattern[str
 
 def _rewrite_prose(value: Any, renames: Mapping[str, str], pattern: re.Pattern[str]) -> Any:
     if isinstance(value, str):
-        new = pattern.sub(lambda m: renames[m.group(0)], value)
+        new = rewrite_mentions(value, renames, pattern)
         return new if new != value else value
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         items = [_rewrite_prose(v, renames, pattern) for v in value]
@@ -140,7 +140,7 @@ def safe_name_base(text: str) -> str:
     return re.sub(r"_{2,}", "_", _NOT_NAME.sub("_", text)).strip("_-")
 
 
-def client_code_name(server: str, tool: str) -> str:
+def claude_code_name(server: str, tool: str) -> str:
     """The name Claude Code gives a tool: `mcp__<server>__<tool>`, other characters as `_`."""
     return f"mcp__{_NOT_NAME.sub('_', server)}__{_NOT_NAME.sub('_', tool)}"
 
@@ -152,7 +152,7 @@ def name_warnings(server: str, tools: Iterable[str]) -> list[str]:
         if not CLIENT_NAME.match(name):
             out.append(f"tool {name!r} does not match {CLIENT_NAME_PATTERN}: Claude Desktop, claude.ai and "
                        "OpenAI-compatible clients refuse the whole tool list (drop `tool_names: as_written`)")
-        full = client_code_name(server, name)
+        full = claude_code_name(server, name)
         if len(full) > CLAUDE_CODE_LIMIT:
             out.append(f"tool {name!r}: Claude Code calls it {full!r}, {len(full)} characters, over its limit of "
                        f"{CLAUDE_CODE_LIMIT}; shorten the tool name or the server name (the key in the client's "
