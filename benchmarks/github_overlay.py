@@ -40,21 +40,21 @@ PAGES = 3  # the stand-in offers this many pages of every list
 
 # (tool, arguments, the operation that answers) — what a model typically does with these tools
 CALLS: list[tuple[str, dict[str, Any], str]] = [
-    ("issues.find", {**REPO, "issue_number": 1347}, "issues/get"),
-    ("issues.find", {**REPO, "state": "open", "limit": 20}, "issues/list-for-repo"),
-    ("issues.comments", {**REPO, "issue_number": 1347, "limit": 20}, "issues/list-comments"),
-    ("pulls.find", {**REPO, "pull_number": 1347}, "pulls/get"),
-    ("pulls.find", {**REPO, "limit": 20}, "pulls/list"),
-    ("pulls.files", {**REPO, "pull_number": 1347, "limit": 20}, "pulls/list-files"),
-    ("repos.get", dict(REPO), "repos/get"),
-    ("repos.content", {**REPO, "path": "README.md"}, "repos/get-content"),
-    ("repos.commits", {**REPO, "limit": 20}, "repos/list-commits"),
-    ("search.run", {"action": "issues", "q": "repo:octocat/Hello-World is:open", "limit": 20},
+    ("issues_find", {**REPO, "issue_number": 1347}, "issues/get"),
+    ("issues_find", {**REPO, "state": "open", "limit": 20}, "issues/list-for-repo"),
+    ("issues_comments", {**REPO, "issue_number": 1347, "limit": 20}, "issues/list-comments"),
+    ("pulls_find", {**REPO, "pull_number": 1347}, "pulls/get"),
+    ("pulls_find", {**REPO, "limit": 20}, "pulls/list"),
+    ("pulls_files", {**REPO, "pull_number": 1347, "limit": 20}, "pulls/list-files"),
+    ("repos_get", dict(REPO), "repos/get"),
+    ("repos_content", {**REPO, "path": "README.md"}, "repos/get-content"),
+    ("repos_commits", {**REPO, "limit": 20}, "repos/list-commits"),
+    ("search_run", {"action": "issues", "q": "repo:octocat/Hello-World is:open", "limit": 20},
      "search/issues-and-pull-requests"),
-    ("search.run", {"action": "code", "q": "addClass repo:jquery/jquery", "limit": 20}, "search/code"),
-    ("actions.runs", {**REPO, "limit": 20}, "actions/list-workflow-runs-for-repo"),
-    ("actions.runs", {**REPO, "run_id": 30433642}, "actions/get-workflow-run"),
-    ("actions.jobs", {**REPO, "run_id": 30433642, "limit": 20}, "actions/list-jobs-for-workflow-run"),
+    ("search_run", {"action": "code", "q": "addClass repo:jquery/jquery", "limit": 20}, "search/code"),
+    ("actions_runs", {**REPO, "limit": 20}, "actions/list-workflow-runs-for-repo"),
+    ("actions_runs", {**REPO, "run_id": 30433642}, "actions/get-workflow-run"),
+    ("actions_jobs", {**REPO, "run_id": 30433642, "limit": 20}, "actions/list-jobs-for-workflow-run"),
 ]
 LIST_KEYS = ("items", "workflow_runs", "jobs")
 

@@ -9,7 +9,7 @@ Every process is separate and local (127.0.0.1):
              validates each request against its spec, the same cost for every side)
   ours       `python -m openapi2mcp serve examples/petstore/openapi.yaml --overlay
              examples/petstore/overlay.yaml --transport http --port P --base-url UPSTREAM`
-             (and with --stateless); tool `pets.get`
+             (and with --stateless); tool `pets_get`
   FastMCP    benchmarks/fastmcp_server.py: FastMCP.from_openapi over the same spec and upstream,
              run(transport="http") with its defaults (and stateless_http); tool `getPet`
   direct     httpx2.AsyncClient GET UPSTREAM/pets/1: the floor every MCP call stands on
@@ -78,8 +78,8 @@ def fastmcp_serve(python: str, spec: Path, *extra: str) -> Callable[[str, int], 
 def configs(fm: c.FastMCPEnv) -> list[Config]:
     spec_args = (str(SPEC), "--overlay", str(OVERLAY))
     out = [
-        Config("ours", "ours", True, "pets.get", our_serve(*spec_args), c.our_env),
-        Config("ours-stateless", "ours --stateless", True, "pets.get", our_serve(*spec_args, "--stateless"),
+        Config("ours", "ours", True, "pets_get", our_serve(*spec_args), c.our_env),
+        Config("ours-stateless", "ours --stateless", True, "pets_get", our_serve(*spec_args, "--stateless"),
                c.our_env),
     ]
     if fm.python:

@@ -159,6 +159,7 @@ def inspect(
         compiled = _compile(spec, overlay, all_operations, strict, allow_remote_refs, quiet=True, ref_root=ref_root)
         listed = [t for t in compiled.manifest.tools if t.risk != "forbidden"]
         definitions = [t.definition() for t in listed]
+        _warn_names(compiled.manifest.server.name, [t.name for t in listed])
         if as_json:
             sys.stdout.write(json.dumps(definitions, indent=2, ensure_ascii=False) + "\n")
             return
@@ -188,7 +189,8 @@ def _print_inspect(compiled: Compiled, definitions: list[dict[str, Any]]) -> Non
         size = len(json.dumps(d, ensure_ascii=False).encode())
         total += size
         ops = ", ".join(f"{s.operation.method} {s.operation.path}" for b in tool.branches for s in b.steps)
-        rows.append((tool.name, tool.risk, ops, size))
+        name = tool.name + (f" (written {tool.written_name})" if tool.written_name else "")
+        rows.append((name, tool.risk, ops, size))
     hidden = len(m.tools) - len(definitions)
     typer.echo(f"{m.server.name} {m.server.version}: {len(definitions)} tool(s)"
                + (f" (+{hidden} forbidden, not listed)" if hidden else "")
@@ -211,6 +213,17 @@ def _print_inspect(compiled: Compiled, definitions: list[dict[str, Any]]) -> Non
         for p in m.prompts:
             args = ", ".join(a.name + ("*" if a.required else "") for a in p.arguments)
             typer.echo(f"  {p.name}({args})" + (f"  {p.title}" if p.title else ""))
+
+
+def _warn_names(server: str, tools: list[str], limit: int = 10) -> None:
+    """Names some clients refuse, on stderr (also with --json, whose stdout is the tools array only)."""
+    from openapi2mcp.names import name_warnings
+
+    lines = name_warnings(server, tools)
+    for line in lines[:limit]:
+        typer.echo(f"openapi2mcp: warning: {line}", err=True)
+    if len(lines) > limit:
+        typer.echo(f"openapi2mcp: ... and {len(lines) - limit} more tool name warning(s)", err=True)
 
 
 def _tokens(size: int) -> int:
@@ -508,7 +521,7 @@ def config(
         if package is not None:
             key, cmd, variables = package_client_defaults(package)
         words = shlex.split(command) if command else ([cmd] if cmd and not url else [])
-        words += list(args or [])
+        words = _absolute_paths(words + list(args or []))
         server = name or key
         if not server:
             _fail("give --name (the server's key in the client configuration) or --package")
@@ -518,6 +531,40 @@ def config(
         sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
     _guarded(run)
+
+
+# Options of `openapi2mcp serve` (and of built packages) whose value is a file or folder.
+_PATH_OPTIONS = frozenset({"--overlay", "-O", "--manifest", "-m", "--ref-root", "--auth-tokens", "--audit-log"})
+
+
+def _absolute_paths(words: list[str]) -> list[str]:
+    """The command with its file paths absolute: a client starts the server in a folder of its own choosing.
+
+    Made absolute: the values of the path options (`--overlay F`, `--manifest=F`, ...), a command
+    given by a relative path (`.venv/bin/openapi2mcp`), and any other argument that names an
+    existing file or folder here (the SPEC). URLs, `-` and bare command names stay as they are.
+    """
+    out: list[str] = []
+    path_value = False
+    for i, word in enumerate(words):
+        option, eq, value = word.partition("=")
+        if path_value:
+            word = _absolute(word)
+        elif eq and option in _PATH_OPTIONS:
+            word = f"{option}={_absolute(value)}"
+        elif i == 0:
+            word = _absolute(word) if "/" in word or os.sep in word else word
+        elif not word.startswith("-") and Path(word).exists():
+            word = _absolute(word)
+        path_value = not path_value and word in _PATH_OPTIONS
+        out.append(word)
+    return out
+
+
+def _absolute(path: str) -> str:
+    if not path or path == "-" or "://" in path or path.startswith("$"):
+        return path  # stderr, a URL, a variable the client expands
+    return os.path.abspath(os.path.expanduser(path))
 
 
 def _pairs(items: list[str] | None, flag: str) -> dict[str, str]:

@@ -201,6 +201,12 @@ def compile_manifest(
     if not ctx.ops:
         raise InputError.at("the spec has no operations under `paths`", file=spec.source, pointer="/paths")
     tool_overlay = doc_overlay.tools if doc_overlay else None
+    renames: dict[str, str] = {}  # written tool name -> served name (names.py)
+    if doc_overlay and tool_overlay:
+        from openapi2mcp.names import served_names, with_served_mentions
+
+        renames = served_names(tool_overlay, doc_overlay)
+        tool_overlay = with_served_mentions(tool_overlay, renames)
     upstream = _upstream(ctx, tool_overlay)
 
     tools: list[ToolSpec] = []
@@ -219,13 +225,14 @@ def compile_manifest(
             raise InputError(problems, title=f"{doc_overlay.path}: the overlay does not fit the spec")
         _check_unique(tools, doc_overlay)
     if all_operations or (tool_overlay is not None and tool_overlay.passthrough):
-        taken = {t.name for t in tools}
+        taken = {renames.get(t.name, t.name) for t in tools}
         ops = [op for op in _unique_ops(ctx.ops) if op.id not in used]
         tools.extend(_raw_tool(ctx, op, name) for op, name in zip(ops, _raw_names(ops, taken), strict=True))
 
     from openapi2mcp.catalog import compile_catalog  # resources, prompts, result links (it imports this module)
 
     tools, resources, prompts = compile_catalog(ctx, tool_overlay, doc_overlay, tools)
+    tools = [_served(t, renames) for t in tools]  # after the catalog: it finds tools by their written names
     manifest = Manifest(
         generator=f"openapi2mcp {__version__}",
         server=_server(spec, document, tool_overlay),
@@ -681,15 +688,21 @@ def _raw_tool(ctx: Context, op: Operation, name: str) -> ToolSpec:
     )
 
 
+def _served(tool: ToolSpec, renames: dict[str, str]) -> ToolSpec:
+    """The tool under its served name, its written name kept when they differ."""
+    served = renames.get(tool.name, tool.name)
+    return tool if served == tool.name else tool.model_copy(update={"name": served, "written_name": tool.name})
+
+
 def _raw_names(ops: list[Operation], taken: set[str]) -> list[str]:
-    """Valid, unique, deterministic tool names (1-64 of A-Za-z0-9_.-) from operation ids."""
+    """Client-safe, unique, deterministic tool names (names.CLIENT_NAME) from operation ids."""
+    from openapi2mcp.names import safe_name_base
+
     names = []
     used = set(taken)
     for op in ops:
         base = op.id if op.id != op.key else f"{op.method.lower()}_{op.path}"
-        base = base.replace("/", ".") if op.id != op.key else base.replace("/", "_")
-        base = _ARG_NAME.sub("_", base).strip("_.-") or "operation"
-        base = re.sub(r"[_]{2,}", "_", base)
+        base = safe_name_base(base) or "operation"
         if len(base) > 64:
             base = base[:55] + "_" + hashlib.sha1(op.key.encode()).hexdigest()[:8]
         name, n = base, 2

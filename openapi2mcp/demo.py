@@ -145,14 +145,14 @@ async def _tour(url: str) -> None:
             hints = t.annotations.model_dump(exclude_none=True, by_alias=True) if t.annotations else {}
             kind = "read-only" if hints.get("readOnlyHint") else "writes"
             _say(f"  {t.name:<14} {kind:<9} ({args})")
-        _say("  (* = required; admin.run_command is `risk: forbidden`: not listed, not callable)\n")
+        _say("  (* = required; admin_run_command is `risk: forbidden`: not listed, not callable)\n")
 
         calls: list[tuple[str, dict[str, Any], str]] = [
-            ("notes.search", {"keyword": "MCP", "limit": 2}, "a search, projected by response.select"),
-            ("notes.read", {"path": "ai-agent/mcp-basics.md"}, "read the first hit"),
-            ("tasks.create", {"title": "Review MCP basics", "source_note": "ai-agent/mcp-basics.md"}, "a write"),
-            ("notes.read", {"path": "private/diary-2026-11.md"}, "the upstream says 403: a stable error code"),
-            ("notes.search", {"keyword": "x", "limit": 50}, "bad arguments never reach the API"),
+            ("notes_search", {"keyword": "MCP", "limit": 2}, "a search, projected by response.select"),
+            ("notes_read", {"path": "ai-agent/mcp-basics.md"}, "read the first hit"),
+            ("tasks_create", {"title": "Review MCP basics", "source_note": "ai-agent/mcp-basics.md"}, "a write"),
+            ("notes_read", {"path": "private/diary-2026-11.md"}, "the upstream says 403: a stable error code"),
+            ("notes_search", {"keyword": "x", "limit": 50}, "bad arguments never reach the API"),
         ]
         for name, arguments, why in calls:
             _say(f"tools/call {name} {_short(arguments)}   # {why}")
@@ -162,9 +162,9 @@ async def _tour(url: str) -> None:
                 _say(f"  -> isError {err.get('code')}: {err.get('message')}")
             else:
                 _say("  -> " + textwrap.shorten(_short(result.structured_content, 2000), 300, placeholder=" …"))
-        _say('tools/call admin.run_command {"command": "rm -rf /"}   # a forbidden tool')
+        _say('tools/call admin_run_command {"command": "rm -rf /"}   # a forbidden tool')
         try:
-            await client.call_tool("admin.run_command", {"command": "rm -rf /"})
+            await client.call_tool("admin_run_command", {"command": "rm -rf /"})
             _say("  -> (unexpectedly answered)")
         except MCPError as e:
             _say(f"  -> JSON-RPC error {e.code}: {e.error.message}")

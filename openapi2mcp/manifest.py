@@ -343,7 +343,8 @@ class RateLimitSpec(_Model):
 class ToolSpec(_Model):
     """A tool as clients see it (the definition) and as the runtime runs it (the plan)."""
 
-    name: str
+    name: str  # the served name: what tools/list, tools/call, audit, errors and limits use
+    written_name: str | None = None  # the overlay's spelling when it differs (names.py), for people
     title: str | None = None
     description: str
     input_schema: dict[str, Any]

@@ -59,6 +59,11 @@ class ServerDef(_Strict):
     instructions: str | None = Field(
         None, description="Instructions for the model: when to use these tools, conventions, caveats."
     )
+    tool_names: Literal["safe", "as_written"] = Field(
+        "safe", description="safe: tools are served with every '.' as '_' (notes.search -> notes_search), the names "
+        "every client accepts (^[a-zA-Z0-9_-]{1,64}$); as_written: served exactly as written (clients that accept "
+        "dots only).",
+    )
 
 
 class AuthDef(_Strict):
@@ -463,7 +468,10 @@ class LinkDef(_Strict):
 class ToolDef(_Strict):
     """One task-level tool."""
 
-    name: str = Field(pattern=TOOL_NAME_PATTERN, description="Stable tool name, domain.verb (1-64 of A-Za-z0-9_.-).")
+    name: str = Field(
+        pattern=TOOL_NAME_PATTERN, description="Stable tool name, 1-64 of A-Za-z0-9_.- (e.g. notes_search); a '.' is "
+        "served as '_' unless server.tool_names is as_written."
+    )
     title: str | None = None
     description: str | None = Field(
         None, description="For the model: what it does, when to use it, units, formats, limits."
@@ -747,7 +755,7 @@ class OverlayFile:
 
 
 def format_path(path: KeyPath, doc: OverlayFile | None = None) -> str:
-    """tools[2].params.limit, with the tool's name when known: tools[2](notes.search).params.limit"""
+    """tools[2].params.limit, with the tool's name when known: tools[2](notes_search).params.limit"""
     out = ""
     for i, part in enumerate(path):
         if isinstance(part, int):
@@ -906,7 +914,7 @@ def _problem(errs: list[Any], model: type[BaseModel], doc: OverlayFile) -> Probl
     if kind == "string_pattern_mismatch" and last == "name":
         return doc.problem(
             loc, f"tool name {err.get('input')!r} is invalid",
-            hint="use 1-64 characters of A-Z a-z 0-9 _ . - in the form domain.verb, e.g. notes.search",
+            hint="use 1-64 characters of A-Z a-z 0-9 _ . - in the form domain_verb, e.g. notes_search",
         )
     if len(errs) > 1:  # a union: say what was given and what would do
         wanted = sorted({_expected(x) for x in errs})

@@ -49,7 +49,7 @@ from tests.runtime_upstream import serve_in_thread
 ERAS = (("legacy", LEGACY), ("auto", MODERN))
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 # a 2026-07-28 request mirrors its method and tool name in headers (the SDK checks they match the body)
-MODERN_CALL = {**ACCEPT, "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "tasks.create"}
+MODERN_CALL = {**ACCEPT, "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "tasks_create"}
 
 READER = "reader-token-0123456789"  # notes:read
 WRITER = "writer-token-0123456789"  # notes:read tasks:write (no step-up)
@@ -65,26 +65,26 @@ upstream:
   auth: {type: bearer, value: "${NOTES_API_TOKEN:-}"}
   forward_headers: [X-Tenant-Id]
 tools:
-  - name: notes.search
+  - name: notes_search
     operation: searchNotes
     permissions: [notes:read]
-  - name: notes.read
+  - name: notes_read
     operation: readNote
     permissions: [notes:read]
     rate_limit: {rate: 1/min, burst: 2, per_caller: true}
-  - name: tasks.create
+  - name: tasks_create
     operation: createStudyTask
     risk: medium
     permissions: [tasks:write]
     step_up: true
-  - name: tasks.list
+  - name: tasks_list
     operation: listStudyTasks
     permissions: [tasks:read]
-  - name: admin.run_command
+  - name: admin_run_command
     operation: runCommand
     risk: forbidden
 resources:
-  - uri: notes://{+path}          # reads readNote: needs what notes.read needs (notes:read)
+  - uri: notes://{+path}          # reads readNote: needs what notes_read needs (notes:read)
     name: note
     operation: readNote
     mime_type: text/markdown
@@ -98,8 +98,8 @@ TOKENS_YAML = f"""\
 {STEPPED}: {{subject: stepped, scopes: "notes:read tasks:write tasks:write:step-up"}}
 """
 
-READ_TOOLS = ["notes.search", "notes.read"]
-ALL_TOOLS = ["notes.search", "notes.read", "tasks.create", "tasks.list"]
+READ_TOOLS = ["notes_search", "notes_read"]
+ALL_TOOLS = ["notes_search", "notes_read", "tasks_create", "tasks_list"]
 
 
 def task_args(label: str) -> dict[str, Any]:
@@ -299,8 +299,8 @@ def test_overlay_access_keys_compile_into_the_manifest(tmp_path: Path) -> None:
     m = compiled.manifest
     assert m.upstream.forward_headers == ["X-Tenant-Id"]
     assert m.upstream.rate_limit == RateLimitSpec(rate=100 / 60, burst=100)
-    read = m.tool("notes.read")
-    create = m.tool("tasks.create")
+    read = m.tool("notes_read")
+    create = m.tool("tasks_create")
     assert read is not None and read.rate_limit == RateLimitSpec(rate=1 / 60, burst=2, per_caller=True)
     assert create is not None and create.step_up and create.step_up_scope is None
     for bad, message in (
@@ -331,8 +331,8 @@ async def test_http_without_auth_uses_the_local_scopes(notes_up: Upstream, tmp_p
     with serve_in_thread(app) as base:
         for mode, _ in ERAS:
             async with client(base + "/mcp", None, mode) as anonymous:
-                assert await names(anonymous) == ["tasks.list"]
-                ok(await anonymous.call_tool("tasks.list", {}))
+                assert await names(anonymous) == ["tasks_list"]
+                ok(await anonymous.call_tool("tasks_list", {}))
         assert httpx2.get(base + "/.well-known/oauth-protected-resource/mcp", trust_env=False).status_code == 404
 
 
@@ -352,15 +352,15 @@ def test_tool_lists_and_cursors_are_per_caller(tmp_path: Path) -> None:
     assert seen == READ_TOOLS
     first = runtime.list_tools(None, reader)
     assert first.next_cursor is not None
-    assert [t.name for t in runtime.list_tools(first.next_cursor, reader2).tools] == ["notes.read"]  # same view
+    assert [t.name for t in runtime.list_tools(first.next_cursor, reader2).tools] == ["notes_read"]  # same view
     with pytest.raises(MCPError, match="Invalid cursor"):
         runtime.list_tools(first.next_cursor, writer)  # another caller's view: its cursors are not valid here
     with pytest.raises(MCPError, match="Invalid cursor"):
         runtime.list_tools(first.next_cursor, local_caller("memory"))
-    assert [t.name for t in runtime.list_tools(None, writer).tools] == ["tasks.create"]
+    assert [t.name for t in runtime.list_tools(None, writer).tools] == ["tasks_create"]
     assert runtime.scopes_supported() == ["notes:read", "tasks:read", "tasks:write", "tasks:write:step-up"]
-    assert runtime.step_up_challenge("tasks.create", writer) == ["tasks:write", "tasks:write:step-up"]
-    assert runtime.step_up_challenge("tasks.create", reader) == []  # hidden from it: an unknown tool, no 403
+    assert runtime.step_up_challenge("tasks_create", writer) == ["tasks:write", "tasks:write:step-up"]
+    assert runtime.step_up_challenge("tasks_create", reader) == []  # hidden from it: an unknown tool, no 403
     anyio.run(runtime.aclose)
 
 
@@ -436,19 +436,19 @@ async def test_http_scopes_decide_what_a_caller_sees_and_calls(
     async with client(url, READER, mode) as reader:
         assert reader.protocol_version == protocol
         assert await names(reader) == READ_TOOLS
-        ok(await reader.call_tool("notes.search", {"keyword": "mcp"}))
+        ok(await reader.call_tool("notes_search", {"keyword": "mcp"}))
         refusals = []
-        for name in ("tasks.create", "admin.run_command", "no.such_tool"):
+        for name in ("tasks_create", "admin_run_command", "no.such_tool"):
             with pytest.raises(MCPError) as info:
                 await reader.call_tool(name, task_args("reader"))
             refusals.append((info.value.code, info.value.error.message.replace(name, "<tool>")))
         # a tool the caller may not use is refused exactly like an unknown (or forbidden) one
         assert refusals == [(types.INVALID_PARAMS, "Unknown tool: <tool>")] * 3
     async with client(url, ENV_READER, mode) as env_reader:  # the token from $OPENAPI2MCP_AUTH_TOKENS
-        assert await names(env_reader) == ["tasks.list"]
+        assert await names(env_reader) == ["tasks_list"]
     async with client(url, STEPPED, mode) as stepped:
-        assert await names(stepped) == [*READ_TOOLS, "tasks.create"]
-        ok(await stepped.call_tool("tasks.create", task_args("stepped")))
+        assert await names(stepped) == [*READ_TOOLS, "tasks_create"]
+        ok(await stepped.call_tool("tasks_create", task_args("stepped")))
     assert notes_up.count("createStudyTask") == before + 1  # only the stepped-up call reached the upstream
 
 
@@ -459,7 +459,7 @@ async def test_resources_need_the_permissions_of_their_operation(
 ) -> None:
     url, uri = static_server.url, "notes://ai-agent/mcp-basics.md"
     before = notes_up.count("readNote")
-    async with client(url, READER, mode) as reader:  # notes:read, like the notes.read tool
+    async with client(url, READER, mode) as reader:  # notes:read, like the notes_read tool
         templates = (await reader.list_resource_templates()).resource_templates
         assert [t.uri_template for t in templates] == ["notes://{+path}"]
         read = await reader.read_resource(uri)
@@ -481,15 +481,15 @@ async def test_step_up_is_a_403_scope_challenge(
     url = static_server.url
     before = notes_up.count("createStudyTask")
     async with client(url, WRITER, mode) as writer:
-        assert await names(writer) == [*READ_TOOLS, "tasks.create"]  # listed: it may ask for the step-up
+        assert await names(writer) == [*READ_TOOLS, "tasks_create"]  # listed: it may ask for the step-up
         with pytest.raises(MCPError) as info:
-            await writer.call_tool("tasks.create", task_args("writer"))
+            await writer.call_tool("tasks_create", task_args("writer"))
         assert info.value.code == -32001
         assert "insufficient_scope" in info.value.error.message
         assert "tasks:write:step-up" in info.value.error.message
-        ok(await writer.call_tool("notes.search", {"keyword": "mcp"}))  # the session goes on
+        ok(await writer.call_tool("notes_search", {"keyword": "mcp"}))  # the session goes on
     async with httpx2.AsyncClient(trust_env=False) as http:
-        raw = await http.post(url, json=call_message("tasks.create", task_args("raw")),
+        raw = await http.post(url, json=call_message("tasks_create", task_args("raw")),
                               headers={**MODERN_CALL, "Authorization": f"Bearer {WRITER}"})
         assert raw.status_code == 403
         params = challenge(raw.headers["www-authenticate"])
@@ -499,16 +499,16 @@ async def test_step_up_is_a_403_scope_challenge(
         body = raw.json()
         assert body["id"] == 7 and body["error"]["data"] == {"error": "insufficient_scope",
                                                              "scope": "tasks:write tasks:write:step-up"}
-        hidden = await http.post(url, json=call_message("tasks.create", task_args("raw")),
+        hidden = await http.post(url, json=call_message("tasks_create", task_args("raw")),
                                  headers={**MODERN_CALL, "Authorization": f"Bearer {READER}"})
         # no 403 for a tool the caller may not see: just "unknown tool" (INVALID_PARAMS, which the
         # 2026-07-28 transport sends with HTTP 400)
         assert hidden.status_code == 400 and "www-authenticate" not in hidden.headers
-        assert hidden.json()["error"]["message"] == "Unknown tool: tasks.create"
+        assert hidden.json()["error"]["message"] == "Unknown tool: tasks_create"
     assert notes_up.count("createStudyTask") == before
     # the 403 never reaches the MCP handler, but the refusal is audited like any other denial
     audit = [json.loads(line) for line in (static_server.stdout_path.parent / "audit.jsonl").read_text().splitlines()]
-    denied = [a for a in audit if a.get("tool") == "tasks.create" and a["caller"]["id"] == "writer"]
+    denied = [a for a in audit if a.get("tool") == "tasks_create" and a["caller"]["id"] == "writer"]
     assert len(denied) >= 2 and all((a["outcome"], a["error"]) == ("denied", "PERMISSION_DENIED") for a in denied)
     assert {a["arguments"]["title"].split()[0] for a in denied} == {"writer", "raw"}
 
@@ -523,7 +523,7 @@ async def test_only_allowlisted_inbound_headers_reach_the_upstream(
         "X-Tenant-Id": tenant, "Cookie": "session=mcp-cookie", "X-Other": "not-allowlisted",
         "Proxy-Authorization": "Basic c2VjcmV0",
     }) as reader:
-        ok(await reader.call_tool("notes.search", {"keyword": "agent"}))
+        ok(await reader.call_tool("notes_search", {"keyword": "agent"}))
     sent = notes_up.last_request("searchNotes")["headers"]
     assert sent["x-tenant-id"] == tenant
     for never in ("authorization", "cookie", "x-other", "proxy-authorization", "mcp-session-id",
@@ -538,15 +538,15 @@ async def test_rate_limits_refuse_without_calling_the_upstream(static_server: Ht
     before = notes_up.count("readNote")
     path = {"path": "ai-agent/mcp-basics.md"}
     async with client(url, STEPPED, "legacy") as stepped:
-        ok(await stepped.call_tool("notes.read", path))
-        ok(await stepped.call_tool("notes.read", path))
-        limited = err(await stepped.call_tool("notes.read", path), "RATE_LIMITED")
+        ok(await stepped.call_tool("notes_read", path))
+        ok(await stepped.call_tool("notes_read", path))
+        limited = err(await stepped.call_tool("notes_read", path), "RATE_LIMITED")
         assert limited["retryable"] is True
         assert 0 < limited["retryAfter"] <= 60
-        assert "notes.read's limit is 1/min (burst 2, per caller)" in limited["message"]
-        ok(await stepped.call_tool("notes.search", {"keyword": "mcp"}))  # other tools are not limited
+        assert "notes_read's limit is 1/min (burst 2, per caller)" in limited["message"]
+        ok(await stepped.call_tool("notes_search", {"keyword": "mcp"}))  # other tools are not limited
     async with client(url, READER, "auto") as reader:  # per caller: the reader has its own bucket
-        ok(await reader.call_tool("notes.read", path))
+        ok(await reader.call_tool("notes_read", path))
     assert notes_up.count("readNote") == before + 3  # the refused call made no request
 
 
@@ -626,7 +626,7 @@ async def test_jwt_bearer_tokens_are_verified_against_the_jwks(
             assert await names(c) == READ_TOOLS, alg
     listed_with_scp = keys.mint(scope=None, scp=["tasks:read", "notes:read"])
     async with client(url, listed_with_scp, "auto") as c:
-        assert await names(c) == [*READ_TOOLS, "tasks.list"]  # scopes from `scp` (a list) work too
+        assert await names(c) == [*READ_TOOLS, "tasks_list"]  # scopes from `scp` (a list) work too
 
     now = int(time.time())
     other_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -653,14 +653,14 @@ async def test_jwt_bearer_tokens_are_verified_against_the_jwks(
         # step-up with JWT scopes: 403 naming the scope, then accepted with it
         before = notes_up.count("createStudyTask")
         writer = keys.mint(scope="notes:read tasks:write")
-        answer = await http.post(url, json=call_message("tasks.create", task_args("jwt")),
+        answer = await http.post(url, json=call_message("tasks_create", task_args("jwt")),
                                  headers={**MODERN_CALL, "Authorization": f"Bearer {writer}"})
         assert answer.status_code == 403
         assert challenge(answer.headers["www-authenticate"])["scope"] == "tasks:write tasks:write:step-up"
         assert notes_up.count("createStudyTask") == before
     stepped = keys.mint(scope="notes:read tasks:write tasks:write:step-up")
     async with client(url, stepped, "legacy") as c:
-        ok(await c.call_tool("tasks.create", task_args("jwt stepped")))
+        ok(await c.call_tool("tasks_create", task_args("jwt stepped")))
     assert notes_up.count("createStudyTask") == before + 1
     logs = jwt_server.stderr()
     assert "bearer JWT refused: ExpiredSignatureError" in logs
@@ -734,14 +734,14 @@ async def test_stdio_scopes_and_the_server_rate_limit(notes_up: Upstream, overla
     before_search, before_create = notes_up.count("searchNotes"), notes_up.count("createStudyTask")
     with (tmp_path / "stderr.log").open("w") as errlog:
         async with Client(stdio_client(params, errlog=errlog)) as c:
-            assert await names(c) == [*READ_TOOLS, "tasks.create"]  # not tasks.list: no tasks:read
-            with pytest.raises(MCPError, match=r"Unknown tool: tasks\.list"):
-                await c.call_tool("tasks.list", {})
-            denied = err(await c.call_tool("tasks.create", task_args("stdio")), "PERMISSION_DENIED")
+            assert await names(c) == [*READ_TOOLS, "tasks_create"]  # not tasks_list: no tasks:read
+            with pytest.raises(MCPError, match=r"Unknown tool: tasks_list"):
+                await c.call_tool("tasks_list", {})
+            denied = err(await c.call_tool("tasks_create", task_args("stdio")), "PERMISSION_DENIED")
             assert "tasks:write:step-up" in denied["message"]  # stdio has no 403: a tool error instead
-            ok(await c.call_tool("notes.search", {"keyword": "mcp"}))
-            ok(await c.call_tool("notes.read", {"path": "ai-agent/mcp-basics.md"}))
-            limited = err(await c.call_tool("notes.search", {"keyword": "mcp"}), "RATE_LIMITED")
+            ok(await c.call_tool("notes_search", {"keyword": "mcp"}))
+            ok(await c.call_tool("notes_read", {"path": "ai-agent/mcp-basics.md"}))
+            limited = err(await c.call_tool("notes_search", {"keyword": "mcp"}), "RATE_LIMITED")
             assert "this server's limit is 2/min" in limited["message"] and limited["retryAfter"] > 0
     # refusals (unknown tool, step-up) take no token; the third call over 2/min made no request
     assert notes_up.count("searchNotes") == before_search + 1
@@ -820,6 +820,6 @@ async def test_package_runner_serves_with_the_same_auth(package_dir: Path, notes
             assert await names(reader) == READ_TOOLS
         async with client(base + "/mcp", WRITER, "legacy") as writer:
             with pytest.raises(MCPError, match="insufficient_scope"):
-                await writer.call_tool("tasks.create", task_args("runner"))
+                await writer.call_tool("tasks_create", task_args("runner"))
     text = log.read_text()
     assert "(auth: 3 static tokens)" in text and READER not in text

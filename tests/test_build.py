@@ -42,10 +42,10 @@ from tests.runtime_upstream import free_port
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".cache" / "build-test"
 TOKEN = "test-token-0123456789abcdef"
-LISTED = {"notes.search", "notes.read", "tasks.create", "tasks.list"}
+LISTED = {"notes_search", "notes_read", "tasks_create", "tasks_list"}
 # modules a frozen package must never load: the compile side and the CLI framework
 FORBIDDEN = ("prance", "openapi_core", "openapi_spec_validator", "openapi2mcp.compile", "openapi2mcp.load",
-             "openapi2mcp.overlay", "openapi2mcp.build", "openapi2mcp.cli", "typer")
+             "openapi2mcp.overlay", "openapi2mcp.names", "openapi2mcp.build", "openapi2mcp.cli", "typer")
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +122,7 @@ def test_environment_variables_come_from_the_manifest(notes: Manifest, package: 
     readme = (package / "README.md").read_text()
     assert "| `NOTES_API_URL` | no | no | `http://127.0.0.1:8701` | upstream base URL |" in readme
     assert "| `NOTES_API_TOKEN` | no | yes | (empty) |" in readme
-    assert "notes.search" in readme and "admin.run_command" not in readme  # forbidden tools stay unnamed
+    assert "notes_search" in readme and "admin_run_command" not in readme  # forbidden tools stay unnamed
 
 
 def test_lock_pins_the_installed_closure(package: Path) -> None:
@@ -348,12 +348,12 @@ def test_installed_package_is_standalone(installed: Path, tmp_path: Path) -> Non
 async def _exercise(client: Client, up: Upstream) -> None:
     listed = await client.list_tools()
     assert {t.name for t in listed.tools} == LISTED
-    found = await client.call_tool("notes.search", {"keyword": "mcp"})
+    found = await client.call_tool("notes_search", {"keyword": "mcp"})
     assert not found.is_error, found
     assert found.structured_content is not None
     assert found.structured_content["evidencePaths"][0] == "ai-agent/mcp-basics.md"
     before = up.count("createStudyTask")
-    made = await client.call_tool("tasks.create", {"title": f"Review MCP {time.monotonic_ns()}",
+    made = await client.call_tool("tasks_create", {"title": f"Review MCP {time.monotonic_ns()}",
                                                    "source_note": "ai-agent/mcp-basics.md"})
     assert not made.is_error, made
     assert up.count("createStudyTask") == before + 1
@@ -454,7 +454,7 @@ async def test_replicas_share_the_signing_key(installed: Path, tmp_path: Path) -
                 httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as http,
                 Client(streamable_http_client(base + "/mcp", http_client=http)) as client,
             ):
-                return await client.call_tool("pages.offset", arguments)
+                return await client.call_tool("pages_offset", arguments)
 
         first = await call(bases[0], {"limit": 2})
         assert not first.is_error and first.structured_content["has_more"] is True, first

@@ -17,7 +17,7 @@ from openapi2mcp.overlay import parse_overlay
 from tests.conftest import corpus_file
 from tests.helpers import compile_example, compile_text, tool, write_spec
 
-NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")  # what Claude Desktop, claude.ai and OpenAI-compatible APIs accept
 
 
 def errors_of(tmp_path: Path, spec: dict | str, overlay: str) -> str:
@@ -176,10 +176,10 @@ def test_mcp_schema_rules_hold_for_every_example(tmp_path: Path) -> None:
 
 def test_annotations_follow_method_and_risk() -> None:
     c = compile_example("petstore")
-    assert tool(c, "pets.get").annotations == {"title": "Get a pet", "readOnlyHint": True, "openWorldHint": True}
-    delete = tool(c, "pets.delete").annotations
+    assert tool(c, "pets_get").annotations == {"title": "Get a pet", "readOnlyHint": True, "openWorldHint": True}
+    delete = tool(c, "pets_delete").annotations
     assert delete["readOnlyHint"] is False and delete["destructiveHint"] is True and delete["idempotentHint"] is True
-    create = tool(c, "pets.create").annotations
+    create = tool(c, "pets_create").annotations
     assert create["destructiveHint"] is False and create["idempotentHint"] is False
 
 
@@ -190,7 +190,7 @@ def test_overlay_renames_fixes_hides_and_narrows(tmp_path: Path) -> None:
     c = compile_text(tmp_path, MINI, """\
         openapi2mcp: 1
         tools:
-          - name: items.get
+          - name: items_get
             operation: getItem
             params:
               limit: {rename: q_limit, maximum: 20, default: 5}
@@ -198,7 +198,7 @@ def test_overlay_renames_fixes_hides_and_narrows(tmp_path: Path) -> None:
               filter_status: {hidden: true}
               itemId: {description: The item's id., pattern: "^[a-z]+$"}
         """)
-    t = tool(c, "items.get")
+    t = tool(c, "items_get")
     props = t.input_schema["properties"]
     assert list(props) == ["itemId", "limit"]
     assert props["limit"] == {"type": "integer", "minimum": 1, "maximum": 20, "default": 5}
@@ -213,20 +213,20 @@ def test_rename_written_the_other_way_round(tmp_path: Path) -> None:
     c = compile_text(tmp_path, MINI, """\
         openapi2mcp: 1
         tools:
-          - {name: items.get, operation: getItem, params: {q_limit: {rename: limit}}}
+          - {name: items_get, operation: getItem, params: {q_limit: {rename: limit}}}
         """)
-    assert "limit" in tool(c, "items.get").input_schema["properties"]
+    assert "limit" in tool(c, "items_get").input_schema["properties"]
 
 
 def test_operation_by_method_and_path_and_units(tmp_path: Path) -> None:
     c = compile_text(tmp_path, MINI, """\
         openapi2mcp: 1
         tools:
-          - name: items.list
+          - name: items_list
             operation: get /items
             units: {size: cm}
         """)
-    t = tool(c, "items.list")
+    t = tool(c, "items_list")
     assert t.branches[0].steps[0].operation.id == "GET /items"
     size = t.output_schema["properties"]["items"]["items"]["properties"]["size"]
     assert size["description"].endswith("Unit: cm.")
@@ -237,17 +237,17 @@ def test_units_reach_arguments_and_only_their_own_tool(tmp_path: Path) -> None:
     c = compile_text(tmp_path, MINI, """\
         openapi2mcp: 1
         tools:
-          - {name: items.list, operation: get /items, units: {size: cm}}
-          - {name: items.all, operation: get /items}
-          - {name: items.put, operation: putItem, units: {size: cm}}
+          - {name: items_list, operation: get /items, units: {size: cm}}
+          - {name: items_all, operation: get /items}
+          - {name: items_put, operation: putItem, units: {size: cm}}
         """)
 
     def size(name: str) -> dict:
         return tool(c, name).output_schema["properties"]["items"]["items"]["properties"]["size"]
 
-    assert size("items.list")["description"].endswith("Unit: cm.")
-    assert "cm" not in size("items.all").get("description", "")  # converted schemas are shared between tools
-    put = tool(c, "items.put")
+    assert size("items_list")["description"].endswith("Unit: cm.")
+    assert "cm" not in size("items_all").get("description", "")  # converted schemas are shared between tools
+    put = tool(c, "items_put")
     assert put.input_schema["properties"]["size"]["description"] == "Unit: cm."
     assert "Units: size = cm." in put.description
 
@@ -256,10 +256,10 @@ def test_unknown_operation_suggests(tmp_path: Path) -> None:
     msg = errors_of(tmp_path, MINI, """\
         openapi2mcp: 1
         tools:
-          - name: items.get
+          - name: items_get
             operation: getItm
         """)
-    assert "overlay.yaml:4:5 at tools[0](items.get).operation: " in msg
+    assert "overlay.yaml:4:5 at tools[0](items_get).operation: " in msg
     assert "unknown operation 'getItm'; did you mean 'getItem'?" in msg
 
 
@@ -267,12 +267,12 @@ def test_unknown_param_lists_what_exists(tmp_path: Path) -> None:
     msg = errors_of(tmp_path, MINI, """\
         openapi2mcp: 1
         tools:
-          - name: items.get
+          - name: items_get
             operation: getItem
             params:
               limt: {maximum: 3}
         """)
-    assert "overlay.yaml:6:7 at tools[0](items.get).params.limt" in msg
+    assert "overlay.yaml:6:7 at tools[0](items_get).params.limt" in msg
     assert "operation 'getItem' has no parameter or body property 'limt'" in msg
     assert "its arguments are: filter[status], filter_status, format, itemId, q_limit" in msg
 
@@ -281,13 +281,13 @@ def test_param_settings_must_fit_the_spec(tmp_path: Path) -> None:
     msg = errors_of(tmp_path, MINI, """\
         openapi2mcp: 1
         tools:
-          - name: items.get
+          - name: items_get
             operation: getItem
             params:
               q_limit: {minLength: 2}
               format: {value: yaml}
               itemId: {hidden: true}
-          - name: items.put
+          - name: items_put
             operation: putItem
             params:
               kind: {default: c}
@@ -302,7 +302,7 @@ def test_projection_field_must_exist_and_shapes_the_output(tmp_path: Path) -> No
     msg = errors_of(tmp_path, MINI, """\
         openapi2mcp: 1
         tools:
-          - name: items.get
+          - name: items_get
             operation: getItem
             response: {select: "{id: id, nme: nme}"}
         """)
@@ -310,11 +310,11 @@ def test_projection_field_must_exist_and_shapes_the_output(tmp_path: Path) -> No
     c = compile_text(tmp_path, MINI, """\
         openapi2mcp: 1
         tools:
-          - name: items.list
+          - name: items_list
             operation: GET /items
             response: {select: "[*].{id: id, kind: kind}", max_items: 5}
         """)
-    t = tool(c, "items.list")
+    t = tool(c, "items_list")
     assert t.response.wrap == "items" and t.response.max_items == 5
     item = t.output_schema["properties"]["items"]["items"]
     assert item["required"] == ["id", "kind"]
@@ -351,12 +351,12 @@ def test_forbidden_tools_are_compiled_but_passthrough_skips_used_operations(tmp_
         openapi2mcp: 1
         passthrough: true
         tools:
-          - {name: items.get, operation: getItem}
-          - {name: items.bulk, operation: bulk, risk: forbidden}
+          - {name: items_get, operation: getItem}
+          - {name: items_bulk, operation: bulk, risk: forbidden}
         """)
     names = [t.name for t in c.manifest.tools]
-    assert names == ["items.get", "items.bulk", "putItem", "get_items"]
-    assert tool(c, "items.bulk").risk == "forbidden"
+    assert names == ["items_get", "items_bulk", "putItem", "get_items"]
+    assert tool(c, "items_bulk").risk == "forbidden"
 
 
 def test_no_overlay_and_no_all_operations_is_refused(tmp_path: Path) -> None:

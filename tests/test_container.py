@@ -145,12 +145,12 @@ async def test_container_serves_the_example_upstream(image: str) -> None:
                 Client(streamable_http_client(base + "/mcp", http_client=http)) as client,
             ):
                 listed = await client.list_tools()
-                assert {t.name for t in listed.tools} == {"notes.search", "notes.read", "tasks.create", "tasks.list"}
-                found = await client.call_tool("notes.search", {"keyword": "mcp"})
+                assert {t.name for t in listed.tools} == {"notes_search", "notes_read", "tasks_create", "tasks_list"}
+                found = await client.call_tool("notes_search", {"keyword": "mcp"})
                 assert not found.is_error, found
                 assert found.structured_content is not None
                 assert found.structured_content["evidencePaths"][0] == "ai-agent/mcp-basics.md"
-                made = await client.call_tool("tasks.create", {"title": "Container task",
+                made = await client.call_tool("tasks_create", {"title": "Container task",
                                                                "source_note": "ai-agent/mcp-basics.md"})
                 assert not made.is_error, made
         assert up.count("createStudyTask") == 1

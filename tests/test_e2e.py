@@ -259,15 +259,15 @@ def test_handshake_and_deterministic_tool_list(
             assert tool.input_schema == by_name[tool.name]["inputSchema"]
             assert tool.output_schema == by_name[tool.name].get("outputSchema")
             assert tool.description == by_name[tool.name].get("description")
-    assert "admin.run_command" in overlay_tools("notes")[1]
+    assert "admin_run_command" in overlay_tools("notes")[1]
 
 
 # ============================================================================ successful calls
 
 
 def test_notes_calls_return_structured_results(transport: str, notes: McpSession, notes_up: Upstream) -> None:
-    found = ok(notes.call("notes.search", {"keyword": "mcp"}))
-    conforms(notes, "notes.search", found)
+    found = ok(notes.call("notes_search", {"keyword": "mcp"}))
+    conforms(notes, "notes_search", found)
     assert found["total"] >= 1 and found["results"]
     assert found["evidencePaths"] == [r["path"] for r in found["results"]]
     sent = notes_up.last_request("searchNotes")
@@ -275,24 +275,24 @@ def test_notes_calls_return_structured_results(transport: str, notes: McpSession
     assert sent["headers"]["authorization"] == f"Bearer {NOTES_CANARY}"  # the secret from the environment
 
     path = found["results"][0]["path"]
-    note = ok(notes.call("notes.read", {"path": path}))
-    conforms(notes, "notes.read", note)
+    note = ok(notes.call("notes_read", {"path": path}))
+    conforms(notes, "notes_read", note)
     assert note["path"] == path and note["evidencePaths"] == [path] and note["content"]
     assert notes_up.last_request("readNote")["query"] == "path=" + quote(path, safe="")
 
     title = f"Review MCP basics over {transport}"
-    task = ok(notes.call("tasks.create", {"title": title, "source_note": path, "due_date": "2026-12-24"}))
-    conforms(notes, "tasks.create", task)
+    task = ok(notes.call("tasks_create", {"title": title, "source_note": path, "due_date": "2026-12-24"}))
+    conforms(notes, "tasks_create", task)
     assert (task["title"], task["source_note"], task["status"], task["due_date"]) == (title, path, "open", "2026-12-24")
-    listed = ok(notes.call("tasks.list", {"source_note": path}))
-    conforms(notes, "tasks.list", listed)
+    listed = ok(notes.call("tasks_list", {"source_note": path}))
+    conforms(notes, "tasks_list", listed)
     assert task in listed["items"] and {t["source_note"] for t in listed["items"]} == {path}
 
 
 def test_provenance_meta_names_the_upstream_request(transport: str, pet: McpSession, pet_up: Upstream) -> None:
-    result = pet.call("pets.get", {"petId": "1"})
+    result = pet.call("pets_get", {"petId": "1"})
     rex = ok(result)
-    conforms(pet, "pets.get", rex)
+    conforms(pet, "pets_get", rex)
     assert (rex["id"], rex["name"]) == ("1", "Rex")
     assert result.meta is not None
     assert len(result.meta["openapi2mcp/traceId"]) >= 16
@@ -302,19 +302,19 @@ def test_provenance_meta_names_the_upstream_request(transport: str, pet: McpSess
 
 
 def test_petstore_calls_cover_json_text_and_binary(transport: str, pet: McpSession, pet_up: Upstream) -> None:
-    page = ok(pet.call("pets.list", {"status": "available", "per_page": 2}))
-    conforms(pet, "pets.list", page)
+    page = ok(pet.call("pets_list", {"status": "available", "per_page": 2}))
+    conforms(pet, "pets_list", page)
     assert len(page["items"]) == 2 and page["total"] > 2 and page["page"] == 1
     assert "per_page=2" in pet_up.last_request("listPets")["query"]
 
-    tree = ok(pet.call("categories.tree"))
-    conforms(pet, "categories.tree", tree)
+    tree = ok(pet.call("categories_tree"))
+    conforms(pet, "categories_tree", tree)
 
-    notes = pet.call("pets.notes", {"petId": "1"})  # text/plain: text content, no structured result
+    notes = pet.call("pets_notes", {"petId": "1"})  # text/plain: text content, no structured result
     assert not notes.is_error and notes.structured_content is None
     assert isinstance(notes.content[0], types.TextContent) and "Loves long walks." in notes.content[0].text
 
-    photo = pet.call("pets.photo", {"petId": "1"})  # image/png: an image block plus a description
+    photo = pet.call("pets_photo", {"petId": "1"})  # image/png: an image block plus a description
     assert not photo.is_error
     image, described = photo.content
     assert isinstance(image, types.ImageContent) and image.mime_type == "image/png" and image.data
@@ -326,7 +326,7 @@ def test_petstore_calls_cover_json_text_and_binary(transport: str, pet: McpSessi
 
 UPSTREAM_FAILURES = [
     pytest.param(
-        "pets.get",
+        "pets_get",
         {"petId": "1"},
         {
             "operation": "getPet",
@@ -339,7 +339,7 @@ UPSTREAM_FAILURES = [
         id="400-argument-invalid",
     ),
     pytest.param(
-        "pets.create",
+        "pets_create",
         {"name": "Nemo", "categoryId": 999},
         None,  # the real upstream answers 422 UNKNOWN_CATEGORY
         "ARGUMENT_INVALID",
@@ -348,7 +348,7 @@ UPSTREAM_FAILURES = [
         id="422-argument-invalid",
     ),
     pytest.param(
-        "pets.get",
+        "pets_get",
         {"petId": "does-not-exist"},
         None,
         "NOT_FOUND",
@@ -357,7 +357,7 @@ UPSTREAM_FAILURES = [
         id="404-not-found-overlay-message",
     ),
     pytest.param(
-        "pets.create",
+        "pets_create",
         {"name": "rex"},  # names are unique, case-insensitively
         None,
         "CONFLICT",
@@ -366,7 +366,7 @@ UPSTREAM_FAILURES = [
         id="409-conflict",
     ),
     pytest.param(
-        "pets.get",
+        "pets_get",
         {"petId": "1"},
         {
             "operation": "getPet",
@@ -380,7 +380,7 @@ UPSTREAM_FAILURES = [
         id="429-rate-limited",
     ),
     pytest.param(
-        "pets.get",
+        "pets_get",
         {"petId": "1"},
         {"operation": "getPet", "status": 503},
         "UPSTREAM_ERROR",
@@ -389,7 +389,7 @@ UPSTREAM_FAILURES = [
         id="503-upstream-error-retryable",
     ),
     pytest.param(
-        "pets.list",
+        "pets_list",
         {},
         {"operation": "listPets", "status": 500, "body": {"message": "database on fire"}},
         "UPSTREAM_ERROR",
@@ -398,7 +398,7 @@ UPSTREAM_FAILURES = [
         id="500-upstream-error",
     ),
     pytest.param(
-        "pets.get",
+        "pets_get",
         {"petId": "1"},
         {"operation": "getPet", "kind": "lie"},
         "UPSTREAM_INVALID_RESPONSE",
@@ -430,13 +430,13 @@ def test_upstream_failures_map_to_stable_codes(
     assert len(sent_since(pet_up, before)) == 1  # exactly one request, never retried on its own
     if fault:
         assert pet_up.last_request()["fault"] == fault.get("kind", "status")
-    assert not pet.call("pets.get", {"petId": "1"}).is_error  # the session is fine afterwards
+    assert not pet.call("pets_get", {"petId": "1"}).is_error  # the session is fine afterwards
 
 
 def test_unauthorized_when_the_upstream_refuses_the_token(transport: str, pet: McpSession, pet_up: Upstream) -> None:
     pet_up.set_auth("bearer:rotated-token-the-server-does-not-have")
     try:
-        body = err(pet.call("pets.get", {"petId": "1"}), "UNAUTHORIZED")
+        body = err(pet.call("pets_get", {"petId": "1"}), "UNAUTHORIZED")
     finally:
         pet_up.set_auth(f"bearer:{PET_CANARY}")
     assert (body["retryable"], body["status"]) == (False, 401)
@@ -449,21 +449,21 @@ def test_unauthorized_when_the_upstream_refuses_the_token(transport: str, pet: M
 
 
 def test_overlay_failure_modes_take_precedence(transport: str, notes: McpSession, notes_up: Upstream) -> None:
-    forbidden = err(notes.call("notes.read", {"path": "private/diary-2026-11.md"}), "FORBIDDEN")
+    forbidden = err(notes.call("notes_read", {"path": "private/diary-2026-11.md"}), "FORBIDDEN")
     assert forbidden["message"].startswith("That note is in a folder an agent may not read; pick another note.")
     assert forbidden["status"] == 403
 
-    missing = err(notes.call("notes.read", {"path": "ai-agent/no-such-note.md"}), "NOT_FOUND")
+    missing = err(notes.call("notes_read", {"path": "ai-agent/no-such-note.md"}), "NOT_FOUND")
     assert missing["message"].startswith("No note at that path; search first and use a returned path.")
 
     unknown_note = {"title": "Study a ghost", "source_note": "ai-agent/ghost.md"}
-    invalid = err(notes.call("tasks.create", unknown_note), "ARGUMENT_INVALID")  # upstream 422
+    invalid = err(notes.call("tasks_create", unknown_note), "ARGUMENT_INVALID")  # upstream 422
     assert invalid["message"].startswith("The source note does not exist or may not be used.")
     assert invalid["status"] == 422
 
     task = {"title": f"Read about transports ({transport})", "source_note": "ai-agent/transports.md"}
-    ok(notes.call("tasks.create", task))
-    duplicate = err(notes.call("tasks.create", task), "CONFLICT")
+    ok(notes.call("tasks_create", task))
+    duplicate = err(notes.call("tasks_create", task), "CONFLICT")
     assert duplicate["message"].startswith(
         "An open task with this title already exists for that note; do not create it again."
     )
@@ -491,7 +491,7 @@ def test_bad_arguments_are_refused_before_anything_is_sent(
     transport: str, notes: McpSession, notes_up: Upstream, arguments: dict[str, Any], field: str, message: str
 ) -> None:
     before = last_seq(notes_up)
-    body = err(notes.call("notes.search", arguments), "ARGUMENT_INVALID")
+    body = err(notes.call("notes_search", arguments), "ARGUMENT_INVALID")
     assert body["field"] == field
     assert message in body["message"]
     assert body["retryable"] is False
@@ -502,10 +502,10 @@ def test_unknown_and_forbidden_tools_are_the_same_protocol_error(
     transport: str, notes: McpSession, notes_up: Upstream
 ) -> None:
     unknown = notes.protocol_error("notes.delete_everything", {"path": "ai-agent/mcp-basics.md"})
-    forbidden = notes.protocol_error("admin.run_command", {"command": "rm -rf /"})
+    forbidden = notes.protocol_error("admin_run_command", {"command": "rm -rf /"})
     assert unknown.code == forbidden.code == types.INVALID_PARAMS
     assert unknown.error.message == "Unknown tool: notes.delete_everything"
-    assert forbidden.error.message == "Unknown tool: admin.run_command"  # indistinguishable from unknown
+    assert forbidden.error.message == "Unknown tool: admin_run_command"  # indistinguishable from unknown
     assert forbidden.error.data == unknown.error.data
     assert notes_up.count("runCommand") == 0
     assert notes_up.domain()["commands_run"] == 0
@@ -520,7 +520,7 @@ ATTACKS = ["../admin", "a/b", "x?y=1", "#frag", "%2e%2e", "../../notes/search?ke
 @pytest.mark.parametrize("pet_id", ATTACKS)
 def test_path_parameters_stay_one_segment(transport: str, pet: McpSession, pet_up: Upstream, pet_id: str) -> None:
     before = last_seq(pet_up)
-    err(pet.call("pets.get", {"petId": pet_id}), "NOT_FOUND")
+    err(pet.call("pets_get", {"petId": pet_id}), "NOT_FOUND")
     new = sent_since(pet_up, before)
     assert [r["operation"] for r in new] == ["getPet"]  # one request, and to the route it was meant for
     raw = new[0]["path"]
@@ -545,13 +545,13 @@ def test_the_secret_never_reaches_clients_or_logs(
 ) -> None:
     # Exercise the paths that could echo a credential: success, upstream 401 with a challenge,
     # an upstream error message, a bad argument. Earlier tests of this transport count too.
-    ok(notes.call("notes.search", {"keyword": "agent"}))
+    ok(notes.call("notes_search", {"keyword": "agent"}))
     pet_up.fault(operation="getPet", status=400, body={"error": {"message": f"token {PET_CANARY} is weird"}})
-    echoed = err(pet.call("pets.get", {"petId": "1"}), "ARGUMENT_INVALID")
+    echoed = err(pet.call("pets_get", {"petId": "1"}), "ARGUMENT_INVALID")
     assert PET_CANARY not in echoed["message"] and "***" in echoed["message"]  # redacted, not dropped
     notes_up.set_auth("bearer:another-token")
     try:
-        err(notes.call("notes.search", {"keyword": "agent"}), "UNAUTHORIZED")
+        err(notes.call("notes_search", {"keyword": "agent"}), "UNAUTHORIZED")
     finally:
         notes_up.set_auth(f"bearer:{NOTES_CANARY}")
     assert notes_up.last_request("searchNotes")["headers"]["authorization"] == f"Bearer {NOTES_CANARY}"
@@ -573,9 +573,9 @@ def test_the_secret_never_reaches_clients_or_logs(
 @pytest.mark.parametrize("transport", STDIO, indirect=True)
 def test_stdio_stdout_carries_only_json_rpc(transport: str, notes: McpSession, pet: McpSession) -> None:
     # a success, a tool error and a protocol error, on top of everything this session did before
-    ok(notes.call("notes.search", {"keyword": "mcp"}))
-    ok(pet.call("pets.get", {"petId": "1"}))  # each session logs a call even when this test runs alone
-    err(notes.call("notes.search", {"keyword": "x"}), "ARGUMENT_INVALID")
+    ok(notes.call("notes_search", {"keyword": "mcp"}))
+    ok(pet.call("pets_get", {"petId": "1"}))  # each session logs a call even when this test runs alone
+    err(notes.call("notes_search", {"keyword": "x"}), "ARGUMENT_INVALID")
     notes.protocol_error("nope")
     for session in (notes, pet):
         assert session.stdout_copy is not None
@@ -636,7 +636,7 @@ def test_stdio_raw_protocol_and_malformed_input(notes_up: Upstream) -> None:
         assert request(4, "bogus/method")["error"]["code"] == -32601
         assert request(5, "tools/call", {"arguments": {}})["error"]["code"] == -32602
         assert request(6, "tools/list", {"cursor": "not-a-cursor"})["error"]["code"] == -32602
-        called = request(7, "tools/call", {"name": "notes.search", "arguments": {"keyword": "mcp"}})
+        called = request(7, "tools/call", {"name": "notes_search", "arguments": {"keyword": "mcp"}})
         assert called["result"]["isError"] is False and called["result"]["structuredContent"]["total"] >= 1
         assert lines.empty()  # the junk lines produced nothing on stdout
     finally:
@@ -688,7 +688,7 @@ def test_http_graceful_shutdown(
     server = HttpServer.start(args, log_dir=logs, env=NOTES_ENV)
     try:
         session = McpSession.http(loop, server.url, mode="legacy", label="shutdown")
-        ok(session.call("notes.search", {"keyword": "mcp"}))  # leaves a pooled upstream connection open
+        ok(session.call("notes_search", {"keyword": "mcp"}))  # leaves a pooled upstream connection open
         session.close()
         started = time.monotonic()
         status = server.stop(sig, timeout=15)
@@ -728,17 +728,17 @@ def test_compiled_manifest_served_stateless(
                 tools = session.list_tools()
                 assert [t.name for t in tools] == [d["name"] for d in inspected["notes"]]
                 assert [t.input_schema for t in tools] == [d["inputSchema"] for d in inspected["notes"]]
-                assert ok(session.call("notes.search", {"keyword": "mcp"}))["total"] >= 1
-                forbidden = err(session.call("notes.read", {"path": "private/diary-2026-11.md"}), "FORBIDDEN")
+                assert ok(session.call("notes_search", {"keyword": "mcp"}))["total"] >= 1
+                forbidden = err(session.call("notes_read", {"path": "private/diary-2026-11.md"}), "FORBIDDEN")
                 assert forbidden["message"].startswith("That note is in a folder an agent may not read")
-                assert session.protocol_error("admin.run_command").code == types.INVALID_PARAMS
+                assert session.protocol_error("admin_run_command").code == types.INVALID_PARAMS
             finally:
                 session.close()
 
     stdio = McpSession.stdio(loop, args, mode="legacy", label="manifest-stdio", log_dir=logs, env=NOTES_ENV)
     try:
         assert [t.name for t in stdio.list_tools()] == overlay_tools("notes")[0]
-        assert ok(stdio.call("notes.search", {"keyword": "tool"}))["total"] >= 1
+        assert ok(stdio.call("notes_search", {"keyword": "tool"}))["total"] >= 1
     finally:
         stdio.close()
 
@@ -750,7 +750,7 @@ def test_timeout_failure_mode_override_and_unavailable(loop: BlockingPortal, log
     """A tight timeout and an overlay that re-maps 503, against an upstream that is then stopped."""
     overlay = yaml.safe_load((EXAMPLES / "petstore" / "overlay.yaml").read_text(encoding="utf-8"))
     overlay["upstream"]["timeout"] = {"connect": 2, "read": 0.75, "total": 10}  # seconds
-    get = next(t for t in overlay["tools"] if t["name"] == "pets.get")
+    get = next(t for t in overlay["tools"] if t["name"] == "pets_get")
     get["failure_modes"][503] = {
         "code": "MAINTENANCE",
         "message": "The pet store is down for maintenance; try again in a few minutes.",
@@ -772,22 +772,22 @@ def test_timeout_failure_mode_override_and_unavailable(loop: BlockingPortal, log
             stack.callback(session.close)
 
         for session in sessions:
-            ok(session.call("pets.get", {"petId": "2"}))
+            ok(session.call("pets_get", {"petId": "2"}))
             up.fault(operation="getPet", kind="delay", delay=2.0)
             started = time.monotonic()
-            slow = err(session.call("pets.get", {"petId": "2"}), "UPSTREAM_TIMEOUT")
+            slow = err(session.call("pets_get", {"petId": "2"}), "UPSTREAM_TIMEOUT")
             assert time.monotonic() - started < 1.9  # the read timeout ended the call, not the upstream
             assert slow["retryable"] is True
 
             up.fault(operation="getPet", status=503)
-            down = err(session.call("pets.get", {"petId": "2"}), "MAINTENANCE")
+            down = err(session.call("pets_get", {"petId": "2"}), "MAINTENANCE")
             assert down["message"].startswith("The pet store is down for maintenance")
             assert (down["retryable"], down["status"]) == (True, 503)
         up.assert_no_violations()
 
         up.stop()  # the upstream goes away; the MCP server keeps running
         for session in sessions:
-            gone = err(session.call("pets.get", {"petId": "2"}), "UPSTREAM_UNAVAILABLE")
+            gone = err(session.call("pets_get", {"petId": "2"}), "UPSTREAM_UNAVAILABLE")
             assert gone["retryable"] is True and "status" not in gone
             assert gone["message"].endswith("; retry later")
         no_traceback(server.stderr())
@@ -836,7 +836,7 @@ BAD_INPUT: dict[str, tuple[Callable[[Path], list[str]], str]] = {
             "--overlay",
             _overlay_variant(t, "key.yaml", "    audit_event: notes.searched", "    audit_evnt: notes.searched"),
         ],
-        "unknown key 'audit_evnt' in tools[0](notes.search); did you mean 'audit_event'?",
+        "unknown key 'audit_evnt' in tools[0](notes_search); did you mean 'audit_event'?",
     ),
     "missing-base-url-variable": (
         lambda t: [

@@ -84,7 +84,7 @@ NOTES_SEARCH = [
     "--method",
     "tools/call",
     "--tool-name",
-    "notes.search",
+    "notes_search",
     "--tool-arg",
     "keyword=mcp",
     "--tool-arg",
@@ -99,11 +99,11 @@ INSPECTOR_CASES: dict[str, tuple[str, list[str]]] = {
     "call-modern": ("notes", ["--protocol-era", "modern", *NOTES_SEARCH]),
     "call-json-args": (
         "petstore",
-        ["--method", "tools/call", "--tool-name", "pets.get", "--tool-args-json", '{"petId": "1"}'],
+        ["--method", "tools/call", "--tool-name", "pets_get", "--tool-args-json", '{"petId": "1"}'],
     ),
     "tool-error": (
         "petstore",
-        ["--method", "tools/call", "--tool-name", "pets.notes", "--tool-args-json", '{"petId": "nope"}'],
+        ["--method", "tools/call", "--tool-name", "pets_notes", "--tool-args-json", '{"petId": "nope"}'],
     ),
     "tool-error-with-output-schema": (
         "notes",
@@ -113,7 +113,7 @@ INSPECTOR_CASES: dict[str, tuple[str, list[str]]] = {
             "--method",
             "tools/call",
             "--tool-name",
-            "notes.read",
+            "notes_read",
             "--tool-arg",
             "path=private/diary-2026-11.md",
         ],
@@ -121,7 +121,7 @@ INSPECTOR_CASES: dict[str, tuple[str, list[str]]] = {
     "unknown-tool": ("notes", ["--method", "tools/call", "--tool-name", "notes.nope"]),
     "forbidden-tool": (
         "notes",
-        ["--method", "tools/call", "--tool-name", "admin.run_command", "--tool-arg", "command=id"],
+        ["--method", "tools/call", "--tool-name", "admin_run_command", "--tool-arg", "command=id"],
     ),
 }
 
@@ -245,12 +245,12 @@ server:
 upstream:
   base_url: ${PETSTORE_URL}
 tools:
-  - name: pets.list
+  - name: pets_list
     operation: listPets
     params:
       limit: {hidden: true}
       session: {hidden: true}
-  - name: pets.get
+  - name: pets_get
     operation: getPet
   - name: test_simple_text
     description: The keeper's notes about pet 1 (a text/plain body becomes text content).

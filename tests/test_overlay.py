@@ -37,11 +37,11 @@ def test_unknown_key_names_line_and_suggests() -> None:
     [msg] = problems("""\
         openapi2mcp: 1
         tools:
-          - name: notes.search
+          - name: notes_search
             operation: searchNotes
             risc: low
         """)
-    assert msg.startswith("ov.yaml:5:5 at tools[0](notes.search).risc: unknown key 'risc'")
+    assert msg.startswith("ov.yaml:5:5 at tools[0](notes_search).risc: unknown key 'risc'")
     assert "did you mean 'risk'?" in msg
 
 

@@ -3,7 +3,7 @@
 The 2026-07-28 protocol is stateless, so a deployment may send each request of one conversation
 to another replica. What a replica hands out must then be accepted by the others:
 
-* a confirmation: the input-required result of `emails.send_external` (mailfiles, critical)
+* a confirmation: the input-required result of `emails_send_external` (mailfiles, critical)
   carries a `requestState` signed with `OPENAPI2MCP_SIGNING_KEY`; the user's answer may come back
   to another replica, which sends the e-mail exactly once. The state stays bound to its
   arguments there, and a process with another key refuses it;
@@ -163,7 +163,7 @@ async def test_a_confirmation_asked_on_one_replica_is_answered_on_the_other(mail
     user = User()
     async with clients(mail, user) as c:
         # A asks: an input-required result, nothing sent yet
-        first = await c["a"].session.call_tool("emails.send_external", MAIL, allow_input_required=True)
+        first = await c["a"].session.call_tool("emails_send_external", MAIL, allow_input_required=True)
         assert isinstance(first, types.InputRequiredResult), first
         assert list(first.input_requests or {}) == ["confirm"] and first.request_state
         request = (first.input_requests or {})["confirm"]
@@ -175,7 +175,7 @@ async def test_a_confirmation_asked_on_one_replica_is_answered_on_the_other(mail
         other = {**MAIL, "to": "someone.else@example.com"}
         with pytest.raises(MCPError) as refused:
             await c["b"].session.call_tool(
-                "emails.send_external", other, input_responses=YES, request_state=state, allow_input_required=True
+                "emails_send_external", other, input_responses=YES, request_state=state, allow_input_required=True
             )
         assert (refused.value.code, refused.value.error.message) == (-32602, "Invalid or expired requestState")
         assert refused.value.error.data == {"reason": "invalid_request_state"}
@@ -183,14 +183,14 @@ async def test_a_confirmation_asked_on_one_replica_is_answered_on_the_other(mail
         # a process with another key: refused, nothing sent
         with pytest.raises(MCPError) as foreign:
             await c["foreign"].session.call_tool(
-                "emails.send_external", MAIL, input_responses=YES, request_state=state, allow_input_required=True
+                "emails_send_external", MAIL, input_responses=YES, request_state=state, allow_input_required=True
             )
         assert (foreign.value.code, foreign.value.error.message) == (-32602, "Invalid or expired requestState")
         assert up.domain()["emails_sent"] == 0 and up.count("sendExternalEmail") == 0
 
         # B completes what A asked: the e-mail goes out, once
         done = await c["b"].session.call_tool(
-            "emails.send_external", MAIL, input_responses=YES, request_state=state, allow_input_required=True
+            "emails_send_external", MAIL, input_responses=YES, request_state=state, allow_input_required=True
         )
         assert isinstance(done, types.CallToolResult), done
         assert ok(done)["status"] == "queued"
@@ -199,13 +199,13 @@ async def test_a_confirmation_asked_on_one_replica_is_answered_on_the_other(mail
         # the answered state again on B: one answer, one call
         with pytest.raises(MCPError) as again:
             await c["b"].session.call_tool(
-                "emails.send_external", MAIL, input_responses=YES, request_state=state, allow_input_required=True
+                "emails_send_external", MAIL, input_responses=YES, request_state=state, allow_input_required=True
             )
         assert again.value.code == -32602
 
         # a "yes" without the state is no answer: A asks again, still nothing more sent
         forged = await c["a"].session.call_tool(
-            "emails.send_external", MAIL, input_responses=YES, allow_input_required=True
+            "emails_send_external", MAIL, input_responses=YES, allow_input_required=True
         )
         assert isinstance(forged, types.InputRequiredResult)
     assert user.asked == []  # every round trip here was driven by hand
@@ -216,7 +216,7 @@ async def test_a_confirmation_asked_on_one_replica_is_answered_on_the_other(mail
         return [
             (line["outcome"], line["confirmation"], line["error"])
             for line in mail.audit_lines(name)
-            if line["tool"] == "emails.send_external"
+            if line["tool"] == "emails_send_external"
         ]
 
     assert outcomes("a") == [("input_required", "requested", None)] * 2
@@ -235,7 +235,7 @@ async def test_without_a_way_to_ask_no_replica_sends(mail: Replicas) -> None:
     for server in (mail.a, mail.b):
         async with Client(server.url) as plain:
             assert plain.protocol_version == MODERN
-            assert err(await plain.call_tool("emails.send_external", MAIL), "CONFIRMATION_REQUIRED")
+            assert err(await plain.call_tool("emails_send_external", MAIL), "CONFIRMATION_REQUIRED")
     assert up.count("sendExternalEmail") == 0
 
 
@@ -260,9 +260,9 @@ def upstream_ids(up: Upstream) -> list[Any]:
 @pytest.mark.parametrize(
     ("tool", "arguments"),
     [
-        ("pages.offset", {"limit": 3}),  # 3 of the upstream's pages of 4: resumes mid-page
-        ("pages.body_cursor", {}),  # the upstream's cursor inside ours
-        ("pages.header_cursor", {"limit": 5}),
+        ("pages_offset", {"limit": 3}),  # 3 of the upstream's pages of 4: resumes mid-page
+        ("pages_body_cursor", {}),  # the upstream's cursor inside ours
+        ("pages_header_cursor", {"limit": 5}),
     ],
 )
 async def test_pages_alternate_between_replicas(pets: Replicas, tool: str, arguments: dict[str, Any]) -> None:

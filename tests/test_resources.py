@@ -4,7 +4,7 @@ The real notes upstream (`examples.Upstream.start("notes")`) serves the compiled
 in-process with the SDK `mcp.Client`, over stdio and over Streamable HTTP as a user starts it
 (`python -m openapi2mcp serve ... --base-url URL`), each in both protocol eras. Every session
 lists and reads resources and templates, gets the `study.plan` prompt with its embedded note,
-follows the resource links of `notes.search` results with resources/read, and meets the errors
+follows the resource links of `notes_search` results with resources/read, and meets the errors
 (coded per era: resource not found is -32002 on 2025-11-25 and -32602 on 2026-07-28).
 """
 
@@ -107,7 +107,7 @@ async def exercise(c: Client, protocol: str, up: Upstream) -> None:
     assert isinstance(encoded, types.TextResourceContents) and encoded.text == note.text
 
     # ---------------------------------------------------------------- tool results link their evidence
-    result = await c.call_tool("notes.search", {"keyword": "mcp", "scope": "all-allowed"})
+    result = await c.call_tool("notes_search", {"keyword": "mcp", "scope": "all-allowed"})
     assert not result.is_error
     evidence = result.structured_content["evidencePaths"]
     assert len(evidence) >= 3
@@ -230,7 +230,7 @@ async def test_no_capabilities_without_resources_or_prompts(
     overlay = f"""
         openapi2mcp: 1
         upstream: {{base_url: "{notes.base_url}"}}
-        tools: [{{name: notes.read, operation: readNote}}]
+        tools: [{{name: notes_read, operation: readNote}}]
         """
     runtime = Runtime(compile_text(notes_spec, overlay).manifest)
     async with Client(runtime.build_server(), mode=mode) as client:
@@ -335,7 +335,7 @@ def problems_of(spec: LoadedSpec, overlay: str) -> str:
     return str(info.value)
 
 
-TOOL = "tools: [{name: notes.search, operation: searchNotes}]"
+TOOL = "tools: [{name: notes_search, operation: searchNotes}]"
 NOTE = ("{uri: 'notes://{+path}', name: note, operation: readNote, mime_type: text/markdown, "
         "response: {select: content}}")
 
@@ -419,25 +419,25 @@ NOTE = ("{uri: 'notes://{+path}', name: note, operation: readNote, mime_type: te
             ["prompts[0](study.plan).messages[0]: a message needs `text`, `resource` or both"],
         ),
         (
-            f"resources:\n  - {NOTE}\ntools:\n  - name: notes.search\n    operation: searchNotes\n"
+            f"resources:\n  - {NOTE}\ntools:\n  - name: notes_search\n    operation: searchNotes\n"
             "    links: [{from: 'evidencePath[*]', resource: note}]",
-            ["tools[0](notes.search).links[0].from: `select` names field 'evidencePath', which the response "
+            ["tools[0](notes_search).links[0].from: `select` names field 'evidencePath', which the response "
              "schema does not have; did you mean 'evidencePaths'?"],
         ),
         (
-            f"resources:\n  - {NOTE}\ntools:\n  - name: notes.search\n    operation: searchNotes\n"
+            f"resources:\n  - {NOTE}\ntools:\n  - name: notes_search\n    operation: searchNotes\n"
             "    links: [{from: 'evidencePaths[*]', resource: notes}]",
-            ["tools[0](notes.search).links[0].resource: no resource named 'notes'; did you mean 'note'?"],
+            ["tools[0](notes_search).links[0].resource: no resource named 'notes'; did you mean 'note'?"],
         ),
         (
-            f"resources:\n  - {NOTE}\ntools:\n  - name: notes.search\n    operation: searchNotes\n"
+            f"resources:\n  - {NOTE}\ntools:\n  - name: notes_search\n    operation: searchNotes\n"
             "    links: [{from: 'results[*].{t: title}', resource: note}]",
             ["`from` 'results[*].{t: title}' gives objects without path (the template needs path)"],
         ),
         (
             "resources:\n  - {uri: 'notes://{+path}', name: note, operation: readNote}\ntools:\n"
-            "  - {name: notes.read, operation: readNote, risk: forbidden}",
-            ["resource 'note' reads 'readNote', which tool 'notes.read' marks forbidden"],
+            "  - {name: notes_read, operation: readNote, risk: forbidden}",
+            ["resource 'note' reads 'readNote', which tool 'notes_read' marks forbidden"],
         ),
     ],
 )
@@ -463,7 +463,7 @@ def test_the_example_compiles_to_these_manifest_entries() -> None:
     assert note.variables["path"]["pattern"].startswith("^(?!.*")
     (prompt,) = m.prompts
     assert [(x.resource, x.resource_args) for x in prompt.messages] == [("note", {"path": "{path}"})]
-    search = m.tool("notes.search")
+    search = m.tool("notes_search")
     assert search is not None
     assert [(link.source, link.resource) for link in search.links] == [("evidencePaths[*]", "note")]
     assert Manifest.from_json(m.to_json()) == m  # round-trips with its hash

@@ -141,10 +141,10 @@ def compile_error(text: str) -> str:
 
 
 def test_the_overlay_contract_is_in_the_manifest(manifest: Manifest) -> None:
-    send = manifest.tool("emails.send_external")
-    bulk = manifest.tool("emails.bulk_send")
-    link = manifest.tool("files.create_download_link")
-    delete = manifest.tool("files.delete")
+    send = manifest.tool("emails_send_external")
+    bulk = manifest.tool("emails_bulk_send")
+    link = manifest.tool("files_create_download_link")
+    delete = manifest.tool("files_delete")
     assert send and bulk and link and delete
     assert (send.risk, send.branches[0].confirmation) == ("critical", "required")
     assert send.branches[0].confirmation_message and "{subject}" in send.branches[0].confirmation_message
@@ -178,35 +178,35 @@ def test_the_overlay_contract_is_in_the_manifest(manifest: Manifest) -> None:
 def test_overlay_mistakes_are_named() -> None:
     never = compile_error("""
         tools:
-          - {name: emails.send, operation: sendExternalEmail, risk: critical, confirmation: never}
+          - {name: emails_send, operation: sendExternalEmail, risk: critical, confirmation: never}
     """)
     assert "critical" in never and "acknowledge_risk: true" in never and "safety.yaml:5:" in never
     acknowledged = compile_with("""
         tools:
-          - name: emails.send
+          - name: emails_send
             operation: sendExternalEmail
             risk: critical
             confirmation: {mode: never, acknowledge_risk: true}
-    """).tool("emails.send")
+    """).tool("emails_send")
     assert acknowledged is not None and acknowledged.branches[0].confirmation == "never"
     typo = compile_error("""
         tools:
-          - {name: emails.bulk, operation: bulkSendEmails, dry_run: {mode: required, upstream_param: dryrun}}
+          - {name: emails_bulk, operation: bulkSendEmails, dry_run: {mode: required, upstream_param: dryrun}}
     """)
     assert "no parameter or body property 'dryrun'; did you mean 'dryRun'?" in typo
     clash = compile_error("""
         tools:
-          - {name: emails.bulk, operation: bulkSendEmails, dry_run: supported}
+          - {name: emails_bulk, operation: bulkSendEmails, dry_run: supported}
     """)
     assert "has an argument 'dryRun', which the dry run adds" in clash and "upstream_param: dryRun" in clash
     retried = compile_error("""
         tools:
-          - {name: emails.send, operation: sendExternalEmail, retries: {max_attempts: 3}}
+          - {name: emails_send, operation: sendExternalEmail, retries: {max_attempts: 3}}
     """)
     assert "not idempotent" in retried and "idempotent: true" in retried
     bad_mode = compile_error("""
         tools:
-          - {name: emails.send, operation: sendExternalEmail, confirmation: sometimes}
+          - {name: emails_send, operation: sendExternalEmail, confirmation: sometimes}
     """)
     assert "confirmation.mode: 'sometimes' is not one of auto, required, never" in bad_mode
 
@@ -233,7 +233,7 @@ async def test_elicitation_on_2025_11_25(
     rt = runtime_for(up, manifest, audit)
     user = User("accept", confirm=False) if answer == "accept-unchecked" else User(answer)
     async with Client(rt.build_server(), mode="legacy", elicitation_callback=user) as client:
-        result = await client.call_tool("emails.send_external", MAIL)
+        result = await client.call_tool("emails_send_external", MAIL)
     await rt.aclose()
     assert user.asked == [
         'Send the e-mail "Q3 numbers" to anna.schmidt@example.com? It leaves the company and cannot be recalled.\n'
@@ -265,7 +265,7 @@ async def test_input_required_on_2026_07_28(up: Upstream, manifest: Manifest, tm
     user = User(answer)
     async with Client(rt.build_server(), mode="auto", elicitation_callback=user) as client:
         assert client.protocol_version == "2026-07-28"
-        result = await client.call_tool("files.delete", {"fileId": "f_def456"})
+        result = await client.call_tool("files_delete", {"fileId": "f_def456"})
     await rt.aclose()
     assert len(user.asked) == 1 and "Allow Delete a file? (high risk)" in user.asked[0]
     assert "fileId=f_def456" in user.asked[0] and "gone for good" in user.asked[0]
@@ -289,45 +289,45 @@ async def test_request_state_is_bound_to_tool_arguments_and_caller(
     rt = runtime_for(up, manifest, audit)
     yes = {"confirm": types.ElicitResult(action="accept", content={"confirm": True})}
     async with Client(rt.build_server(), mode="auto", elicitation_callback=User()) as client:
-        first = await client.session.call_tool("emails.send_external", MAIL, allow_input_required=True)
+        first = await client.session.call_tool("emails_send_external", MAIL, allow_input_required=True)
         assert isinstance(first, types.InputRequiredResult) and first.request_state
         assert list(first.input_requests or {}) == ["confirm"]
         # the same state with other arguments (another recipient): refused, nothing sent
         other = {**MAIL, "to": "someone.else@example.com"}
         with pytest.raises(MCPError) as refused:
-            await client.session.call_tool("emails.send_external", other, input_responses=yes,
+            await client.session.call_tool("emails_send_external", other, input_responses=yes,
                                            request_state=first.request_state, allow_input_required=True)
         assert (refused.value.code, refused.value.error.message) == (-32602, "Invalid or expired requestState")
         # another tool: refused too
         with pytest.raises(MCPError):
-            await client.session.call_tool("files.delete", {"fileId": "f_abc123"}, input_responses=yes,
+            await client.session.call_tool("files_delete", {"fileId": "f_abc123"}, input_responses=yes,
                                            request_state=first.request_state, allow_input_required=True)
         # a forged "yes" without the state is not an answer: the user is asked (again)
-        forged = await client.session.call_tool("emails.send_external", MAIL, input_responses=yes,
+        forged = await client.session.call_tool("emails_send_external", MAIL, input_responses=yes,
                                                 allow_input_required=True)
         assert isinstance(forged, types.InputRequiredResult)
         assert up.count("sendExternalEmail") == 0 and up.count("deleteFile") == 0
         # the right arguments with the state: sent, once
-        done = await client.session.call_tool("emails.send_external", MAIL, input_responses=yes,
+        done = await client.session.call_tool("emails_send_external", MAIL, input_responses=yes,
                                               request_state=first.request_state, allow_input_required=True)
         assert isinstance(done, types.CallToolResult) and ok(done)["status"] == "queued"
         # replaying the answered state: refused (one answer, one call)
         with pytest.raises(MCPError):
-            await client.session.call_tool("emails.send_external", MAIL, input_responses=yes,
+            await client.session.call_tool("emails_send_external", MAIL, input_responses=yes,
                                            request_state=first.request_state, allow_input_required=True)
         tampered = first.request_state[:-3] + ("AAA" if not first.request_state.endswith("AAA") else "BBB")
         with pytest.raises(MCPError):
-            await client.session.call_tool("emails.send_external", MAIL, input_responses=yes,
+            await client.session.call_tool("emails_send_external", MAIL, input_responses=yes,
                                            request_state=tampered, allow_input_required=True)
     assert up.domain()["emails_sent"] == 1
     # another caller cannot use a state minted for this one; another replica with the same key can
-    fresh = await client_state(rt, "emails.send_external", MAIL)
+    fresh = await client_state(rt, "emails_send_external", MAIL)
     stranger = Caller(id="mallory", transport="http", all_scopes=True)
     asked = Asker(modern=True, can_elicit=True, input_responses=yes, request_state=fresh)
     with pytest.raises(MCPError):
-        await rt.call("emails.send_external", MAIL, caller=stranger, asker=asked)
+        await rt.call("emails_send_external", MAIL, caller=stranger, asker=asked)
     replica = runtime_for(up, manifest)
-    assert ok(await replica.call("emails.send_external", MAIL, asker=asked))["status"] == "queued"
+    assert ok(await replica.call("emails_send_external", MAIL, asker=asked))["status"] == "queued"
     await replica.aclose()
     await rt.aclose()
     assert up.domain()["emails_sent"] == 2
@@ -353,9 +353,9 @@ async def test_a_client_without_elicitation_gets_confirmation_required(
     audit = tmp_path / "audit.jsonl"
     rt = runtime_for(up, manifest, audit)
     async with Client(rt.build_server(), mode=mode_of(era)) as client:  # no elicitation callback
-        send = err(await client.call_tool("emails.send_external", MAIL))
-        delete = err(await client.call_tool("files.delete", {"fileId": "f_abc123"}))
-        listed = await client.call_tool("files.list", {})  # low risk: no confirmation
+        send = err(await client.call_tool("emails_send_external", MAIL))
+        delete = err(await client.call_tool("files_delete", {"fileId": "f_abc123"}))
+        listed = await client.call_tool("files_list", {})  # low risk: no confirmation
     await rt.aclose()
     assert send["code"] == delete["code"] == "CONFIRMATION_REQUIRED"
     assert "It would: One e-mail leaves the company and cannot be recalled; An audit event" in send["message"]
@@ -365,9 +365,9 @@ async def test_a_client_without_elicitation_gets_confirmation_required(
     assert up.count("sendExternalEmail") == up.count("deleteFile") == 0
     lines = audit_lines(audit)
     assert [(line["tool"], line["outcome"], line["confirmation"]) for line in lines] == [
-        ("emails.send_external", "denied", "unavailable"),
-        ("files.delete", "denied", "unavailable"),
-        ("files.list", "ok", "not_required"),
+        ("emails_send_external", "denied", "unavailable"),
+        ("files_delete", "denied", "unavailable"),
+        ("files_list", "ok", "not_required"),
     ]
 
 
@@ -376,8 +376,8 @@ async def test_auto_approve_high_is_recorded(up: Upstream, manifest: Manifest, t
     audit = tmp_path / "audit.jsonl"
     rt = runtime_for(up, manifest, audit, auto_approve="high")
     async with Client(rt.build_server(), mode="legacy") as client:  # nobody to ask
-        assert ok(await client.call_tool("files.delete", {"fileId": "f_ghi789"})) == {"status": 204}
-        assert err(await client.call_tool("emails.send_external", MAIL))["code"] == "CONFIRMATION_REQUIRED"
+        assert ok(await client.call_tool("files_delete", {"fileId": "f_ghi789"})) == {"status": 204}
+        assert err(await client.call_tool("emails_send_external", MAIL))["code"] == "CONFIRMATION_REQUIRED"
     await rt.aclose()
     assert up.domain()["files_deleted"] == 1 and up.domain()["emails_sent"] == 0
     deleted, refused = audit_lines(audit)
@@ -395,7 +395,7 @@ async def test_auto_approve_high_is_recorded(up: Upstream, manifest: Manifest, t
 async def test_confirmation_applies_per_action_and_forbidden_is_unknown(up: Upstream, tmp_path: Path) -> None:
     m = compile_with("""
         tools:
-          - name: files.manage
+          - name: files_manage
             actions:
               list: {operation: listFiles}
               link: {operation: createDownloadLink, idempotent: true}
@@ -404,34 +404,34 @@ async def test_confirmation_applies_per_action_and_forbidden_is_unknown(up: Upst
                 risk: high
                 side_effects: [The file is gone.]
                 confirmation: {mode: required, message: "Really delete {fileId}?"}
-          - name: emails.send_external
+          - name: emails_send_external
             operation: sendExternalEmail
             risk: forbidden
     """)
-    tool = m.tool("files.manage")
+    tool = m.tool("files_manage")
     assert tool is not None and [b.confirmation for b in tool.branches] == ["auto", "auto", "required"]
     assert "(remove)" in tool.description  # only that action asks
     audit = tmp_path / "audit.jsonl"
     rt = runtime_for(up, m, audit)
     user = User("decline")
     async with Client(rt.build_server(), mode="legacy", elicitation_callback=user) as client:
-        assert "emails.send_external" not in [t.name for t in (await client.list_tools()).tools]
-        assert ok(await client.call_tool("files.manage", {"action": "list"}))["total"] == 4
-        linked = ok(await client.call_tool("files.manage", {"action": "link", **LINK}))
+        assert "emails_send_external" not in [t.name for t in (await client.list_tools()).tools]
+        assert ok(await client.call_tool("files_manage", {"action": "list"}))["total"] == 4
+        linked = ok(await client.call_tool("files_manage", {"action": "link", **LINK}))
         assert linked["fileId"] == "f_abc123"
-        declined = err(await client.call_tool("files.manage", {"action": "remove", "fileId": "f_abc123"}))
+        declined = err(await client.call_tool("files_manage", {"action": "remove", "fileId": "f_abc123"}))
         with pytest.raises(MCPError) as unknown:
-            await client.call_tool("emails.send_external", MAIL)
+            await client.call_tool("emails_send_external", MAIL)
     await rt.aclose()
     assert user.asked == ["Really delete f_abc123?\nWhat happens: The file is gone."]
     assert declined["code"] == "CONFIRMATION_DECLINED"
-    assert unknown.value.error.message == "Unknown tool: emails.send_external"
+    assert unknown.value.error.message == "Unknown tool: emails_send_external"
     assert up.count("deleteFile") == 0 and up.count("sendExternalEmail") == 0
     lines = audit_lines(audit)
     assert [(line["branch"], line["outcome"]) for line in lines] == [
         ("list", "ok"), ("link", "ok"), ("remove", "declined"), (None, "denied"),
     ]
-    assert lines[-1]["error"] == "UNKNOWN_TOOL" and lines[-1]["tool"] == "emails.send_external"
+    assert lines[-1]["error"] == "UNKNOWN_TOOL" and lines[-1]["tool"] == "emails_send_external"
 
 
 # ============================================================================ dry run
@@ -447,12 +447,12 @@ async def test_dry_run_required_with_the_upstreams_own_preview(
     user = User()
     async with Client(rt.build_server(), mode=mode_of(era), elicitation_callback=user) as client:
         # a real call without a preview: refused before anyone is asked, nothing sent
-        missing = err(await client.call_tool("emails.bulk_send", BULK))
+        missing = err(await client.call_tool("emails_bulk_send", BULK))
         assert missing["code"] == "DRY_RUN_REQUIRED" and missing["field"] == "dryRunToken"
         assert "with dryRun: true" in missing["message"]
         assert up.count("bulkSendEmails") == 0 and user.asked == []
         # the dry run: no confirmation, the upstream's own preview (its dryRun), no campaign
-        preview = ok(await client.call_tool("emails.bulk_send", {**BULK, "dryRun": True}))
+        preview = ok(await client.call_tool("emails_bulk_send", {**BULK, "dryRun": True}))
         assert user.asked == []
         assert up.domain()["dry_runs"] == 1 and up.domain()["campaigns_started"] == 0
         sent = json.loads(up.last_request("bulkSendEmails")["body"])
@@ -469,13 +469,13 @@ async def test_dry_run_required_with_the_upstreams_own_preview(
         token = preview["dryRunToken"]
         # tampered, other arguments, expired: refused with the reason; nothing sent
         forged = token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB")
-        altered = err(await client.call_tool("emails.bulk_send", {**BULK, "dryRunToken": forged}))
+        altered = err(await client.call_tool("emails_bulk_send", {**BULK, "dryRunToken": forged}))
         assert altered["code"] == "DRY_RUN_REQUIRED" and "altered" in altered["message"]
         other = {**BULK, "segmentId": "seg_trial_users", "dryRunToken": token}
-        assert "other arguments" in err(await client.call_tool("emails.bulk_send", other))["message"]
+        assert "other arguments" in err(await client.call_tool("emails_bulk_send", other))["message"]
         assert up.domain()["campaigns_started"] == 0 and user.asked == []
         # the real call with the token: the user confirms, then the campaign starts
-        started = ok(await client.call_tool("emails.bulk_send", {**BULK, "dryRunToken": token}))
+        started = ok(await client.call_tool("emails_bulk_send", {**BULK, "dryRunToken": token}))
         assert started["status"] == "sending" and started["recipientCount"] == 4821
         assert len(user.asked) == 1
     await rt.aclose()
@@ -489,20 +489,20 @@ async def test_dry_run_required_with_the_upstreams_own_preview(
 @pytest.mark.anyio
 async def test_dry_run_tokens_expire_and_work_across_replicas(up: Upstream, manifest: Manifest) -> None:
     issuer = runtime_for(up, manifest, auto_approve="critical")
-    token = ok(await issuer.call("emails.bulk_send", {**BULK, "dryRun": True}))["dryRunToken"]
+    token = ok(await issuer.call("emails_bulk_send", {**BULK, "dryRun": True}))["dryRunToken"]
     later = Signer(KEY.encode(), clock=lambda: time.time() + 901)  # token_ttl is 900 s
     expired = runtime_for(up, manifest, auto_approve="critical", signer=later)
-    body = err(await expired.call("emails.bulk_send", {**BULK, "dryRunToken": token}))
+    body = err(await expired.call("emails_bulk_send", {**BULK, "dryRunToken": token}))
     assert body["code"] == "DRY_RUN_REQUIRED" and "expired" in body["message"]
     other_key = Runtime(manifest, environ={**env_for(up), "OPENAPI2MCP_SIGNING_KEY": "another-key-" + "x" * 30},
                         auto_approve="critical")
-    assert "altered" in err(await other_key.call("emails.bulk_send", {**BULK, "dryRunToken": token}))["message"]
+    assert "altered" in err(await other_key.call("emails_bulk_send", {**BULK, "dryRunToken": token}))["message"]
     stranger = Caller(id="someone-else", transport="http", all_scopes=True)
-    refused = err(await issuer.call("emails.bulk_send", {**BULK, "dryRunToken": token}, caller=stranger))
+    refused = err(await issuer.call("emails_bulk_send", {**BULK, "dryRunToken": token}, caller=stranger))
     assert "another caller" in refused["message"]
     assert up.domain()["campaigns_started"] == 0
     replica = runtime_for(up, manifest, auto_approve="critical")  # same key: another replica
-    assert ok(await replica.call("emails.bulk_send", {**BULK, "dryRunToken": token}))["status"] == "sending"
+    assert ok(await replica.call("emails_bulk_send", {**BULK, "dryRunToken": token}))["status"] == "sending"
     assert up.domain()["campaigns_started"] == 1
     for rt in (issuer, expired, other_key, replica):
         await rt.aclose()
@@ -512,22 +512,22 @@ async def test_dry_run_tokens_expire_and_work_across_replicas(up: Upstream, mani
 async def test_dry_run_without_a_native_preview_sends_nothing(up: Upstream, tmp_path: Path) -> None:
     m = compile_with("""
         tools:
-          - name: emails.send_external
+          - name: emails_send_external
             operation: sendExternalEmail
             risk: critical
             side_effects: [One e-mail leaves the company.]
             dry_run: supported
             params: {body: {sensitive: true}}
-          - name: files.create_download_link
+          - name: files_create_download_link
             operation: createDownloadLink
             idempotent: true
             dry_run: supported
     """)
     rt = runtime_for(up, m, tmp_path / "audit.jsonl")
     async with Client(rt.build_server(), mode="auto") as client:  # no elicitation: the dry run needs none
-        preview = ok(await client.call_tool("emails.send_external", {**MAIL, "dryRun": True}))
-        link = ok(await client.call_tool("files.create_download_link", {**LINK, "dryRun": True}))
-        real = err(await client.call_tool("emails.send_external", MAIL))  # the real call still needs the user
+        preview = ok(await client.call_tool("emails_send_external", {**MAIL, "dryRun": True}))
+        link = ok(await client.call_tool("files_create_download_link", {**LINK, "dryRun": True}))
+        real = err(await client.call_tool("emails_send_external", MAIL))  # the real call still needs the user
     await rt.aclose()
     assert up.counters() == {} or sum(up.counters().values()) == 0  # not one request reached the upstream
     assert real["code"] == "CONFIRMATION_REQUIRED"
@@ -567,7 +567,7 @@ async def test_a_dry_run_of_some_actions_is_offered_for_those_only(up: Upstream,
 async def test_a_chain_dry_run_reads_but_does_not_write(up: Upstream) -> None:
     m = compile_with("""
         tools:
-          - name: files.share
+          - name: files_share
             description: Check a file exists, then create its download link.
             idempotent: true
             dry_run: supported
@@ -580,18 +580,18 @@ async def test_a_chain_dry_run_reads_but_does_not_write(up: Upstream) -> None:
                 parameters: [{name: fileId, in: path, value: $steps.file.id}]
                 requestBody: {payload: {expiresAt: $inputs.expiresAt}}
     """)
-    tool = m.tool("files.share")
+    tool = m.tool("files_share")
     assert tool is not None and "dryRun" in tool.input_schema["properties"]
     rt = runtime_for(up, m)
-    preview = ok(await rt.call("files.share", {**LINK, "dryRun": True}))
+    preview = ok(await rt.call("files_share", {**LINK, "dryRun": True}))
     assert up.count("getFile") == 1 and up.count("createDownloadLink") == 0  # the read ran, the write did not
     read, write = preview["requests"]
     assert (read["step"], read["method"], write["step"], write["method"]) == ("file", "GET", "link", "POST")
     assert write["url"].endswith("/files/f_abc123/download-links") and write["body"] == {"expiresAt": LINK["expiresAt"]}
     assert write["headers"]["Idempotency-Key"].startswith("o2m-")
-    missing = err(await rt.call("files.share", {**LINK, "fileId": "f_nothere", "dryRun": True}))
+    missing = err(await rt.call("files_share", {**LINK, "fileId": "f_nothere", "dryRun": True}))
     assert (missing["code"], missing["step"]) == ("NOT_FOUND", "file")  # a dry run validates everything
-    real = ok(await rt.call("files.share", LINK))
+    real = ok(await rt.call("files_share", LINK))
     assert real["linkId"] == "dl_1" and up.domain()["download_links_created"] == 1
     assert up.last_request("createDownloadLink")["headers"]["idempotency-key"] == write["headers"]["Idempotency-Key"]
     await rt.aclose()
@@ -612,8 +612,8 @@ async def test_a_retried_idempotent_create_makes_one_object(
     rt = runtime_for(up, manifest, audit)
     up.fault(operation="createDownloadLink", **fault)
     async with Client(rt.build_server(), mode="auto") as client:
-        first = ok(await client.call_tool("files.create_download_link", LINK))
-        again = ok(await client.call_tool("files.create_download_link", LINK))  # the agent repeats itself
+        first = ok(await client.call_tool("files_create_download_link", LINK))
+        again = ok(await client.call_tool("files_create_download_link", LINK))  # the agent repeats itself
     await rt.aclose()
     assert up.domain()["download_links_created"] == 1
     assert first["linkId"] == again["linkId"] == "dl_1"
@@ -626,7 +626,7 @@ async def test_a_retried_idempotent_create_makes_one_object(
     assert [r.get("retried", False) for r in line["requests"]] == [True, False]
     # another replica with the same key sends the same Idempotency-Key: still one object
     replica = runtime_for(up, manifest)
-    assert ok(await replica.call("files.create_download_link", LINK))["linkId"] == "dl_1"
+    assert ok(await replica.call("files_create_download_link", LINK))["linkId"] == "dl_1"
     await replica.aclose()
     assert up.domain()["download_links_created"] == 1
 
@@ -636,17 +636,17 @@ async def test_retries_only_for_idempotent_requests_within_the_deadline(up: Upst
     rt = runtime_for(up, manifest, auto_approve="critical")
     # a plain POST is never retried: the e-mail might have gone out
     up.fault(operation="sendExternalEmail", kind="close", after=True)
-    lost = err(await rt.call("emails.send_external", MAIL))
+    lost = err(await rt.call("emails_send_external", MAIL))
     assert lost["code"] == "UPSTREAM_UNAVAILABLE" and up.count("sendExternalEmail") == 1
     assert up.domain()["emails_sent"] == 1  # it was sent once; the server did not send it twice
     # a GET is retried (the overlay's upstream.retries: 3 attempts), honouring Retry-After
     up.fault(operation="getCampaign", status=503, times=2, headers={"Retry-After": "0"})
-    missing = err(await rt.call("emails.campaign_status", {"campaignId": "cmp_1"}))
+    missing = err(await rt.call("emails_campaign_status", {"campaignId": "cmp_1"}))
     assert missing["code"] == "NOT_FOUND" and up.count("getCampaign") == 3
     # a Retry-After beyond max_retry_after (30 s) is not waited for: the error carries it
     up.fault(operation="getCampaign", status=429, headers={"Retry-After": "120"})
     started = time.monotonic()
-    limited = err(await rt.call("emails.campaign_status", {"campaignId": "cmp_1"}))
+    limited = err(await rt.call("emails_campaign_status", {"campaignId": "cmp_1"}))
     assert limited["code"] == "RATE_LIMITED" and limited["retryAfter"] == 120 and limited["retryable"] is True
     assert time.monotonic() - started < 5
     # the call's deadline bounds the waits: total 2 s, Retry-After 5 s -> no retry started
@@ -656,7 +656,7 @@ async def test_retries_only_for_idempotent_requests_within_the_deadline(up: Upst
     up.clear_faults()
     up.fault(operation="getCampaign", status=503, headers={"Retry-After": "5"})
     started = time.monotonic()
-    assert err(await quick.call("emails.campaign_status", {"campaignId": "cmp_1"}))["code"] == "UPSTREAM_ERROR"
+    assert err(await quick.call("emails_campaign_status", {"campaignId": "cmp_1"}))["code"] == "UPSTREAM_ERROR"
     assert time.monotonic() - started < 2
     await quick.aclose()
     await rt.aclose()
@@ -672,18 +672,18 @@ async def test_the_canary_secret_never_leaks(up: Upstream, manifest: Manifest, t
     seen: list[str] = []
     async with Client(rt.build_server(), mode="auto", elicitation_callback=User()) as client:
         calls: list[tuple[str, dict[str, Any]]] = [
-            ("emails.bulk_send", {**BULK, "dryRun": True}),
-            ("emails.send_external", {**MAIL, "body": f"the password is {CANARY}"}),  # a secret in an argument
-            ("files.create_download_link", LINK),
-            ("files.create_download_link", {**LINK, "fileId": "f_nope"}),  # 404
-            ("emails.send_external", {**MAIL, "to": "x@blocked.example"}),  # 422 with the upstream's message
-            ("emails.bulk_send", {**BULK, "dryRunToken": "not-a-token"}),
+            ("emails_bulk_send", {**BULK, "dryRun": True}),
+            ("emails_send_external", {**MAIL, "body": f"the password is {CANARY}"}),  # a secret in an argument
+            ("files_create_download_link", LINK),
+            ("files_create_download_link", {**LINK, "fileId": "f_nope"}),  # 404
+            ("emails_send_external", {**MAIL, "to": "x@blocked.example"}),  # 422 with the upstream's message
+            ("emails_bulk_send", {**BULK, "dryRunToken": "not-a-token"}),
         ]
         for name, arguments in calls:
             result = await client.call_tool(name, arguments)
             seen.append(result.model_dump_json(by_alias=True))
         up.fault(operation="getCampaign", status=500, body={"error": {"message": f"token {CANARY} invalid"}})
-        seen.append((await client.call_tool("emails.campaign_status", {"campaignId": "cmp_9"})).model_dump_json())
+        seen.append((await client.call_tool("emails_campaign_status", {"campaignId": "cmp_9"})).model_dump_json())
         seen.append(json.dumps((await client.read_resource("files://f_abc123")).model_dump(mode="json")))
     await rt.aclose()
     everything = "\n".join(seen) + audit.read_text(encoding="utf-8")
@@ -710,14 +710,14 @@ async def test_exactly_one_audit_line_per_call_under_200_concurrent_calls(
         kind, trace = kinds[i % len(kinds)], f"trace-{i:03d}"
         traces.append(trace)
         calls: dict[str, tuple[str, dict[str, Any]]] = {
-            "list": ("files.list", {"limit": 2}),
-            "link": ("files.create_download_link", {**LINK, "expiresAt": days_ahead(1 + i // 8)}),
-            "delete-missing": ("files.delete", {"fileId": f"f_gone{i}"}),  # auto-approved; 404
-            "send-refused": ("emails.send_external", MAIL),  # nobody to ask
-            "dry-run": ("emails.bulk_send", {**BULK, "dryRun": True}),
+            "list": ("files_list", {"limit": 2}),
+            "link": ("files_create_download_link", {**LINK, "expiresAt": days_ahead(1 + i // 8)}),
+            "delete-missing": ("files_delete", {"fileId": f"f_gone{i}"}),  # auto-approved; 404
+            "send-refused": ("emails_send_external", MAIL),  # nobody to ask
+            "dry-run": ("emails_bulk_send", {**BULK, "dryRun": True}),
             "unknown": ("emails.delete_everything", {}),
-            "bad-args": ("files.list", {"limit": 1000}),
-            "status": ("emails.campaign_status", {"campaignId": "cmp_1"}),  # 404
+            "bad-args": ("files_list", {"limit": 1000}),
+            "status": ("emails_campaign_status", {"campaignId": "cmp_1"}),  # 404
         }
         name, arguments = calls[kind]
         try:
@@ -734,7 +734,7 @@ async def test_exactly_one_audit_line_per_call_under_200_concurrent_calls(
     assert len(results) == 200 and sorted(line["traceId"] for line in results) == sorted(traces)
     attempts = [line for line in lines if line["phase"] == "attempt"]
     # an attempt line precedes each call that sent a write: the links and the (auto-approved) deletes
-    assert len(attempts) == 25 + 25 and {a["tool"] for a in attempts} == {"files.create_download_link", "files.delete"}
+    assert len(attempts) == 25 + 25 and {a["tool"] for a in attempts} == {"files_create_download_link", "files_delete"}
     assert up.count("createDownloadLink") == 25 and up.count("deleteFile") == 25
     assert up.count("sendExternalEmail") == 0
     outcomes: dict[str, int] = {}
@@ -753,10 +753,10 @@ async def test_a_failing_audit_target_fails_the_call_closed(up: Upstream, manife
             runtime_for(up, manifest, target)
     # a target that stops taking lines (a full disk): writes are not sent, results are withheld
     full = runtime_for(up, manifest, "/dev/full")
-    refused = err(await full.call("files.create_download_link", LINK))
+    refused = err(await full.call("files_create_download_link", LINK))
     assert refused["code"] == "AUDIT_FAILED" and "the write was not sent" in refused["message"]
     assert up.count("createDownloadLink") == 0
-    withheld = err(await full.call("files.list", {}))
+    withheld = err(await full.call("files_list", {}))
     assert withheld["code"] == "AUDIT_FAILED" and "structuredContent" not in withheld
     with pytest.raises(MCPError):  # an unknown tool stays a protocol error, and is still refused
         await full.call("emails.nope", {})
@@ -764,9 +764,9 @@ async def test_a_failing_audit_target_fails_the_call_closed(up: Upstream, manife
     # a log that was closed under the server: the same
     audit = tmp_path / "audit.jsonl"
     closed = runtime_for(up, manifest, audit, auto_approve="high")
-    assert ok(await closed.call("files.list", {}))["total"] == 4
+    assert ok(await closed.call("files_list", {}))["total"] == 4
     closed.auditor.close()
-    assert err(await closed.call("files.delete", {"fileId": "f_abc123"}))["code"] == "AUDIT_FAILED"
+    assert err(await closed.call("files_delete", {"fileId": "f_abc123"}))["code"] == "AUDIT_FAILED"
     assert up.count("deleteFile") == 0 and up.domain()["files"] == 4
     await closed.aclose()
     assert len(audit_lines(audit)) == 1
@@ -781,8 +781,8 @@ async def test_an_argument_with_a_lone_surrogate_is_still_audited(
     rt = runtime_for(up, manifest, audit)
     mail = {**MAIL, "subject": "Q3 \ud800"}
     with pytest.raises(InputRequired):  # the request state binds a digest of these arguments
-        await rt.call("emails.send_external", mail, asker=Asker(modern=True, can_elicit=True))
-    refused = err(await rt.call("emails.send_external", mail))
+        await rt.call("emails_send_external", mail, asker=Asker(modern=True, can_elicit=True))
+    refused = err(await rt.call("emails_send_external", mail))
     await rt.aclose()
     assert refused["code"] == "CONFIRMATION_REQUIRED" and up.count("sendExternalEmail") == 0
     asked, denied = audit_lines(audit)
@@ -811,12 +811,12 @@ async def test_over_http_with_serve(up: Upstream, tmp_path: Path, era: str, flag
         user = User()
         async with Client(server.url, mode=mode_of(era), elicitation_callback=user) as client:
             assert client.protocol_version == era
-            sent = ok(await client.call_tool("emails.send_external", MAIL))  # critical: the user confirms
-            preview = ok(await client.call_tool("emails.bulk_send", {**BULK, "dryRun": True}))
-            started = ok(await client.call_tool("emails.bulk_send", {**BULK, "dryRunToken": preview["dryRunToken"]}))
-            deleted = ok(await client.call_tool("files.delete", {"fileId": "f_jkl012"}))  # high: auto-approved
+            sent = ok(await client.call_tool("emails_send_external", MAIL))  # critical: the user confirms
+            preview = ok(await client.call_tool("emails_bulk_send", {**BULK, "dryRun": True}))
+            started = ok(await client.call_tool("emails_bulk_send", {**BULK, "dryRunToken": preview["dryRunToken"]}))
+            deleted = ok(await client.call_tool("files_delete", {"fileId": "f_jkl012"}))  # high: auto-approved
         async with Client(server.url, mode=mode_of(era)) as plain:  # a client that cannot ask
-            refused = err(await plain.call_tool("emails.send_external", MAIL))
+            refused = err(await plain.call_tool("emails_send_external", MAIL))
         stderr = server.stderr()
     assert sent["status"] == "queued" and started["status"] == "sending" and deleted == {"status": 204}
     assert refused["code"] == "CONFIRMATION_REQUIRED"
@@ -827,11 +827,11 @@ async def test_over_http_with_serve(up: Upstream, tmp_path: Path, era: str, flag
         assert [line["outcome"] for line in lines].count("input_required") == 2
     lines = [line for line in lines if line["outcome"] != "input_required"]
     assert [(line["tool"], line["outcome"], line["confirmation"]) for line in lines] == [
-        ("emails.send_external", "ok", "confirmed"),
-        ("emails.bulk_send", "dry_run", "not_required"),
-        ("emails.bulk_send", "ok", "confirmed"),
-        ("files.delete", "ok", "auto_approved"),
-        ("emails.send_external", "denied", "unavailable"),
+        ("emails_send_external", "ok", "confirmed"),
+        ("emails_bulk_send", "dry_run", "not_required"),
+        ("emails_bulk_send", "ok", "confirmed"),
+        ("files_delete", "ok", "auto_approved"),
+        ("emails_send_external", "denied", "unavailable"),
     ]
     assert {line["caller"]["transport"] for line in lines} == {"http"}
     assert CANARY not in audit.read_text(encoding="utf-8") and CANARY not in stderr
@@ -844,7 +844,7 @@ async def test_2025_11_25_over_json_http_cannot_elicit(up: Upstream, tmp_path: P
     with HttpServer.start([str(SPEC), "--overlay", str(OVERLAY)], log_dir=tmp_path, env=env_for(up)) as server:
         user = User()
         async with Client(server.url, mode="legacy", elicitation_callback=user) as client:
-            refused = err(await client.call_tool("files.delete", {"fileId": "f_abc123"}))
+            refused = err(await client.call_tool("files_delete", {"fileId": "f_abc123"}))
     assert refused["code"] == "CONFIRMATION_REQUIRED" and "needs SSE responses" in refused["message"]
     assert user.asked == [] and up.count("deleteFile") == 0
 

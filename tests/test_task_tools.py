@@ -110,7 +110,7 @@ async def list_all(rt: Runtime, tool: str, limit: int, **arguments: Any) -> tupl
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("tool", ["pages.offset", "pages.body_cursor", "pages.header_cursor", "pages.link"])
+@pytest.mark.parametrize("tool", ["pages_offset", "pages_body_cursor", "pages_header_cursor", "pages_link"])
 @pytest.mark.parametrize("limit", [1, 3, 5, 12])
 async def test_every_paging_style_returns_every_item_exactly_once(runtime: Runtime, tool: str, limit: int) -> None:
     ids, calls = await list_all(runtime, tool, limit)
@@ -120,9 +120,9 @@ async def test_every_paging_style_returns_every_item_exactly_once(runtime: Runti
 
 @pytest.mark.anyio
 async def test_page_style_with_filter_and_total(runtime: Runtime, up: Upstream) -> None:
-    ids, _ = await list_all(runtime, "pets.find", 2, status="available")
+    ids, _ = await list_all(runtime, "pets_find", 2, status="available")
     assert ids == AVAILABLE
-    first = ok(await runtime.call("pets.find", {"status": "available", "limit": 2}))
+    first = ok(await runtime.call("pets_find", {"status": "available", "limit": 2}))
     assert first["total"] == len(AVAILABLE)
     # the upstream page size is the overlay's (5); `limit` only says how many come back
     query = sorted(up.last_request("listPets")["query"].split("&"))
@@ -131,20 +131,20 @@ async def test_page_style_with_filter_and_total(runtime: Runtime, up: Upstream) 
 
 @pytest.mark.anyio
 async def test_auto_follow_stops_at_the_budget(runtime: Runtime, up: Upstream) -> None:
-    page = ok(await runtime.call("pages.link", {"limit": 20}))  # page_size 3, max_pages 5
+    page = ok(await runtime.call("pages_link", {"limit": 20}))  # page_size 3, max_pages 5
     assert [p["id"] for p in page["items"]] == ALL_IDS
     assert up.count("listPetsLinked") == 4 and page["has_more"] is False
     up.reset()
     tight = compile_overlay("""\
         tools:
-          - name: pages.link
+          - name: pages_link
             operation: listPetsLinked
             pagination: {style: link, page_size: 2, auto: true, max_pages: 2, max_items: 20}
         """)
     rt = runtime_for(tight, up)
-    page = ok(await rt.call("pages.link", {"limit": 20}))
+    page = ok(await rt.call("pages_link", {"limit": 20}))
     assert len(page["items"]) == 4 and page["has_more"] is True and up.count("listPetsLinked") == 2
-    rest = ok(await rt.call("pages.link", {"limit": 20, "cursor": page["next_cursor"]}))
+    rest = ok(await rt.call("pages_link", {"limit": 20, "cursor": page["next_cursor"]}))
     assert [p["id"] for p in rest["items"]] == ALL_IDS[4:8]
     await rt.aclose()
 
@@ -153,13 +153,13 @@ async def test_auto_follow_stops_at_the_budget(runtime: Runtime, up: Upstream) -
 async def test_a_result_cut_to_max_bytes_resumes_at_the_first_item_left_out(up: Upstream) -> None:
     m = compile_overlay("""\
         tools:
-          - name: pets.all
+          - name: pets_all
             operation: listPetsOffset
             pagination: {style: offset, total: total, page_size: 12}
             response: {max_bytes: 700}
         """)
     rt = runtime_for(m, up)
-    first = await rt.call("pets.all", {"limit": 12})
+    first = await rt.call("pets_all", {"limit": 12})
     body = ok(first)
     assert 0 < len(body["items"]) < 12 and body["has_more"]
     assert len(first.content[0].text.encode()) <= 700  # type: ignore[union-attr]
@@ -168,7 +168,7 @@ async def test_a_result_cut_to_max_bytes_resumes_at_the_first_item_left_out(up: 
     assert f"items: {len(body['items'])} of 12 items returned" in note.text
     assert "call again with cursor = next_cursor" in note.text
     assert first.meta is not None and first.meta["openapi2mcp/truncated"][0]["resume"] == "next_cursor"
-    ids, _ = await list_all(rt, "pets.all", 12)
+    ids, _ = await list_all(rt, "pets_all", 12)
     assert ids == ALL_IDS
     await rt.aclose()
 
@@ -185,20 +185,20 @@ def tamper(cursor: str) -> str:
 async def test_tampered_expired_and_foreign_cursors_are_refused(manifest: Manifest, up: Upstream) -> None:
     now = [1_000_000.0]
     rt = runtime_for(manifest, up, signer=Signer(KEY.encode(), clock=lambda: now[0]))
-    page = ok(await rt.call("pages.offset", {"limit": 2}))
+    page = ok(await rt.call("pages_offset", {"limit": 2}))
     cursor = page["next_cursor"]
-    assert ok(await rt.call("pages.offset", {"limit": 2, "cursor": cursor}))["items"][0]["id"] == "3"
+    assert ok(await rt.call("pages_offset", {"limit": 2, "cursor": cursor}))["items"][0]["id"] == "3"
 
     other = runtime_for(manifest, up, key="another-server-key-" + "x" * 30)  # a server with another key
-    foreign_key = ok(await other.call("pages.offset", {}))["next_cursor"]
-    available = ok(await rt.call("pets.find", {"status": "available", "limit": 1}))["next_cursor"]
+    foreign_key = ok(await other.call("pages_offset", {}))["next_cursor"]
+    available = ok(await rt.call("pets_find", {"status": "available", "limit": 1}))["next_cursor"]
     forged = "not a cursor this server issued, or it was changed"
     cases = {
-        "tampered": (("pages.offset", {"cursor": tamper(cursor)}), forged),
-        "garbage": (("pages.offset", {"cursor": "page=2"}), forged),
-        "other key": (("pages.offset", {"cursor": foreign_key}), forged),
-        "other tool": (("pages.body_cursor", {"cursor": cursor}), "this cursor belongs to the tool 'pages.offset'"),
-        "other arguments": (("pets.find", {"cursor": available, "status": "pending"}),
+        "tampered": (("pages_offset", {"cursor": tamper(cursor)}), forged),
+        "garbage": (("pages_offset", {"cursor": "page=2"}), forged),
+        "other key": (("pages_offset", {"cursor": foreign_key}), forged),
+        "other tool": (("pages_body_cursor", {"cursor": cursor}), "this cursor belongs to the tool 'pages_offset'"),
+        "other arguments": (("pets_find", {"cursor": available, "status": "pending"}),
                             "issued for different arguments"),
     }
     for name, ((tool, arguments), message) in cases.items():
@@ -206,7 +206,7 @@ async def test_tampered_expired_and_foreign_cursors_are_refused(manifest: Manife
         assert (body["code"], body["field"]) == ("CURSOR_INVALID", "cursor"), name
         assert body["message"].startswith("cursor: ") and message in body["message"], (name, body["message"])
     now[0] += 3601
-    expired = err(await rt.call("pages.offset", {"cursor": cursor}))
+    expired = err(await rt.call("pages_offset", {"cursor": cursor}))
     assert (expired["code"], expired["field"]) == ("CURSOR_INVALID", "cursor")
     assert "expired (cursors are valid for 60 minutes)" in expired["message"]
     assert up.count("listPetsCursor") == 0  # refused before anything was sent
@@ -217,8 +217,8 @@ async def test_tampered_expired_and_foreign_cursors_are_refused(manifest: Manife
 @pytest.mark.anyio
 async def test_replicas_sharing_the_key_accept_each_others_cursors(manifest: Manifest, up: Upstream) -> None:
     a, b = runtime_for(manifest, up), runtime_for(manifest, up)
-    page = ok(await a.call("pages.header_cursor", {"limit": 4}))
-    assert ok(await b.call("pages.header_cursor", {"limit": 4, "cursor": page["next_cursor"]}))["items"][0]["id"] == "5"
+    page = ok(await a.call("pages_header_cursor", {"limit": 4}))
+    assert ok(await b.call("pages_header_cursor", {"limit": 4, "cursor": page["next_cursor"]}))["items"][0]["id"] == "5"
     await a.aclose()
     await b.aclose()
 
@@ -228,7 +228,7 @@ async def test_a_link_to_another_host_is_never_followed(runtime: Runtime, up: Up
     pets = [{"id": "1", "name": "Rex"}]
     up.fault(operation="listPetsLinked", kind="status", status=200, body=pets,
              headers={"Link": '<http://evil.example/pets-linked?page=2&per_page=3>; rel="next"'})
-    body = err(await runtime.call("pages.link", {"limit": 10}))
+    body = err(await runtime.call("pages_link", {"limit": 10}))
     assert body["code"] == "UPSTREAM_INVALID_RESPONSE"
     assert "Link header points the next page to http://evil.example, which is not the API; not followed" in (
         body["message"]
@@ -243,7 +243,7 @@ async def test_an_api_key_echoed_in_a_link_never_reaches_the_cursor(up: Upstream
         openapi2mcp: 1
         upstream: {base_url: '${PETSTORE_URL}', auth: {type: query, name: api_key, value: '${PET_KEY}'}}
         tools:
-          - name: pages.link
+          - name: pages_link
             operation: listPetsLinked
             pagination: {style: link, page_size: 3}
         """)
@@ -254,10 +254,10 @@ async def test_an_api_key_echoed_in_a_link_never_reaches_the_cursor(up: Upstream
              headers={"Link": link})
     up.set_auth(f"query:api_key:{secret}")
     try:
-        first = ok(await rt.call("pages.link", {}))
+        first = ok(await rt.call("pages_link", {}))
         head = first["next_cursor"].split(".")[0]
         assert secret not in base64.urlsafe_b64decode(head + "=" * (-len(head) % 4)).decode()
-        second = ok(await rt.call("pages.link", {"cursor": first["next_cursor"]}))
+        second = ok(await rt.call("pages_link", {"cursor": first["next_cursor"]}))
         assert [p["id"] for p in second["items"]] == ["4", "5", "6"]  # followed, with the server's own key
         assert up.last_request("listPetsLinked")["query"].count("api_key=") == 1
     finally:
@@ -268,15 +268,15 @@ async def test_an_api_key_echoed_in_a_link_never_reaches_the_cursor(up: Upstream
 @pytest.mark.anyio
 async def test_a_lying_upstream_is_a_clear_error(runtime: Runtime, up: Upstream) -> None:
     up.fault(operation="listPetsOffset", kind="lie")
-    paged = err(await runtime.call("pages.offset", {}))
+    paged = err(await runtime.call("pages_offset", {}))
     assert paged["code"] == "UPSTREAM_INVALID_RESPONSE" and "no list at 'items'" in paged["message"]
     up.fault(operation="getPet", kind="lie")
-    single = err(await runtime.call("pets.find", {"petId": "1"}))
+    single = err(await runtime.call("pets_find", {"petId": "1"}))
     assert single["code"] == "UPSTREAM_INVALID_RESPONSE"
     assert "does not match the documented schema at " in single["message"]
     assert single["message"].endswith(": expected string, got null")
     up.fault(operation="getOrder", kind="lie")
-    chained = err(await runtime.call("orders.get_full", {"orderId": "o-1001"}))
+    chained = err(await runtime.call("orders_get_full", {"orderId": "o-1001"}))
     assert (chained["code"], chained["step"]) == ("UPSTREAM_INVALID_RESPONSE", "items")
     assert "parameter orderId came out empty (expression 'steps.order.id')" in chained["message"]
 
@@ -286,7 +286,7 @@ async def test_a_lying_upstream_is_a_clear_error(runtime: Runtime, up: Upstream)
 
 @pytest.mark.anyio
 async def test_chain_gets_an_order_with_items_and_customer(runtime: Runtime, manifest: Manifest) -> None:
-    result = await runtime.call("orders.get_full", {"orderId": "o-1003"})
+    result = await runtime.call("orders_get_full", {"orderId": "o-1003"})
     body = ok(result)
     assert body["order"] == {"id": "o-1003", "status": "placed", "totalCents": 11097, "currency": "EUR",
                              "placedAt": "2026-11-28T08:05:00Z"}
@@ -295,7 +295,7 @@ async def test_chain_gets_an_order_with_items_and_customer(runtime: Runtime, man
     assert result.meta is not None
     assert [(r["step"], r["url"].split("/", 3)[-1]) for r in result.meta["openapi2mcp/requests"]] == [
         ("order", "orders/o-1003"), ("items", "orders/o-1003/items"), ("customer", "customers/c-1")]
-    tool = manifest.tool("orders.get_full")
+    tool = manifest.tool("orders_get_full")
     assert tool is not None and tool.output_schema is not None
     jsonschema.validate(body, tool.output_schema)
     assert tool.input_schema["required"] == ["orderId"]  # derived from getOrder's path parameter
@@ -305,7 +305,7 @@ async def test_chain_gets_an_order_with_items_and_customer(runtime: Runtime, man
 @pytest.mark.anyio
 async def test_chain_failure_in_step_two_names_the_step(runtime: Runtime, up: Upstream) -> None:
     up.fault(operation="listOrderItems", kind="status", status=503)
-    body = err(await runtime.call("orders.get_full", {"orderId": "o-1001"}))
+    body = err(await runtime.call("orders_get_full", {"orderId": "o-1001"}))
     assert (body["code"], body["step"], body["status"], body["retryable"]) == ("UPSTREAM_ERROR", "items", 503, True)
     assert "GET /orders/{orderId}/items returned 503" in body["message"]
     assert up.count("getCustomer") == 0  # the chain stopped at the failing step
@@ -315,7 +315,7 @@ async def test_chain_failure_in_step_two_names_the_step(runtime: Runtime, up: Up
 async def test_chain_with_a_body_a_condition_and_declared_inputs(up: Upstream) -> None:
     m = compile_overlay("""\
         tools:
-          - name: pets.clone
+          - name: pets_clone
             risk: medium
             inputs:
               type: object
@@ -338,18 +338,18 @@ async def test_chain_with_a_body_a_condition_and_declared_inputs(up: Upstream) -
                 parameters: [{name: petId, value: $steps.source.id}]
             outputs: {id: $steps.copy.id, tag: $steps.copy.tag, status: $steps.copy.status, notes: $steps.notes}
         """)
-    tool = m.tool("pets.clone")
+    tool = m.tool("pets_clone")
     assert tool is not None and tool.input_schema["required"] == ["petId", "name"]
     assert tool.annotations["readOnlyHint"] is False and tool.risk == "medium"
     rt = runtime_for(m, up)
-    plain = ok(await rt.call("pets.clone", {"petId": "1", "name": "Rex II"}))
+    plain = ok(await rt.call("pets_clone", {"petId": "1", "name": "Rex II"}))
     assert plain == {"id": "13", "tag": "dog", "status": "pending", "notes": None}
     sent = json.loads(up.last_request("createPet")["body"])
     assert sent == {"name": "Rex II", "tag": "dog", "tags": ["dog", "large", "friendly"], "status": "pending"}
     assert up.count("getPetNotes") == 0
-    noted = ok(await rt.call("pets.clone", {"petId": "1", "name": "Rex III", "withNotes": True}))
+    noted = ok(await rt.call("pets_clone", {"petId": "1", "name": "Rex III", "withNotes": True}))
     assert noted["notes"].startswith("Loves long walks.")
-    duplicate = err(await rt.call("pets.clone", {"petId": "1", "name": "Rex II"}))
+    duplicate = err(await rt.call("pets_clone", {"petId": "1", "name": "Rex II"}))
     assert (duplicate["code"], duplicate["step"]) == ("CONFLICT", "copy")
     await rt.aclose()
 
@@ -359,25 +359,25 @@ async def test_chain_with_a_body_a_condition_and_declared_inputs(up: Upstream) -
 
 @pytest.mark.anyio
 async def test_actions_check_their_own_required_arguments(runtime: Runtime, manifest: Manifest, up: Upstream) -> None:
-    missing = err(await runtime.call("pets.manage", {"action": "delete"}))
+    missing = err(await runtime.call("pets_manage", {"action": "delete"}))
     assert (missing["code"], missing["field"], missing["message"]) == (
         "ARGUMENT_INVALID", "petId", "action 'delete' needs petId")
-    extra = err(await runtime.call("pets.manage", {"action": "create", "name": "Tom", "petId": "1"}))
+    extra = err(await runtime.call("pets_manage", {"action": "create", "name": "Tom", "petId": "1"}))
     assert extra["field"] == "petId"
     assert extra["message"].startswith("action 'create' does not take petId (it takes: ")
-    unknown = err(await runtime.call("pets.manage", {"action": "adopt"}))
+    unknown = err(await runtime.call("pets_manage", {"action": "adopt"}))
     assert unknown["field"] == "action" and "'adopt' is not one of ['create', 'update', 'delete']" in unknown["message"]
     assert up.count("deletePet") == up.count("createPet") == 0
-    created = ok(await runtime.call("pets.manage", {"action": "create", "name": "Tom", "tag": "cat"}))
+    created = ok(await runtime.call("pets_manage", {"action": "create", "name": "Tom", "tag": "cat"}))
     assert created == {"id": "13", "name": "Tom", "status": "available"}
-    sold = ok(await runtime.call("pets.manage", {"action": "update", "petId": "13", "status": "sold"}))
+    sold = ok(await runtime.call("pets_manage", {"action": "update", "petId": "13", "status": "sold"}))
     assert sold["status"] == "sold"
     # delete is high risk (confirmation per action, docs/safety.md): no way to ask here, so nothing is sent
-    refused = err(await runtime.call("pets.manage", {"action": "delete", "petId": "13"}))
+    refused = err(await runtime.call("pets_manage", {"action": "delete", "petId": "13"}))
     assert refused["code"] == "CONFIRMATION_REQUIRED" and up.count("deletePet") == 0
     runtime.policy.auto_approve = frozenset({"high"})
-    assert ok(await runtime.call("pets.manage", {"action": "delete", "petId": "13"})) == {"status": 204}
-    tool = manifest.tool("pets.manage")
+    assert ok(await runtime.call("pets_manage", {"action": "delete", "petId": "13"})) == {"status": 204}
+    tool = manifest.tool("pets_manage")
     assert tool is not None
     assert "- create: Add a pet; names are unique (case-insensitive). Requires name." in tool.description
     assert "- delete: Remove a pet and its photo for good. Requires petId. Risk: high." in tool.description
@@ -392,17 +392,17 @@ async def test_actions_check_their_own_required_arguments(runtime: Runtime, mani
 async def test_a_forbidden_action_is_invisible_and_uncallable(up: Upstream) -> None:
     m = compile_overlay("""\
         tools:
-          - name: pets.admin
+          - name: pets_admin
             actions:
               get: {operation: getPet}
               wipe: {operation: deletePet, risk: forbidden}
         """)
-    tool = m.tool("pets.admin")
+    tool = m.tool("pets_admin")
     assert tool is not None
     assert tool.input_schema["properties"]["action"]["enum"] == ["get"] and "wipe" not in tool.description
     assert tool.risk == "low" and tool.annotations["readOnlyHint"] is True
     rt = runtime_for(m, up)
-    body = err(await rt.call("pets.admin", {"action": "wipe", "petId": "1"}))
+    body = err(await rt.call("pets_admin", {"action": "wipe", "petId": "1"}))
     assert body["field"] == "action" and "'wipe' is not one of ['get']" in body["message"]
     assert up.count("deletePet") == 0
     await rt.aclose()
@@ -410,12 +410,12 @@ async def test_a_forbidden_action_is_invisible_and_uncallable(up: Upstream) -> N
 
 @pytest.mark.anyio
 async def test_variants_pick_by_the_arguments_given(runtime: Runtime, up: Upstream) -> None:
-    one = ok(await runtime.call("pets.find", {"petId": "1"}))
+    one = ok(await runtime.call("pets_find", {"petId": "1"}))
     assert one == {"id": "1", "name": "Rex", "status": "available", "tag": "dog", "age": 3, "weight_kg": 28.5,
                    "category": "Dogs"}  # category.name: a nested field, projected
-    listing = ok(await runtime.call("pets.find", {"status": "sold"}))
+    listing = ok(await runtime.call("pets_find", {"status": "sold"}))
     assert [p["name"] for p in listing["items"]] == ["Bubbles", "Bella"]
-    wrong = err(await runtime.call("pets.find", {"petId": "1", "status": "sold"}))
+    wrong = err(await runtime.call("pets_find", {"petId": "1", "status": "sold"}))
     assert wrong["message"] == "getPet (chosen because petId is given) does not take status (it takes: petId)"
     assert up.count("getPet") == 1 and up.count("listPets") == 1
 
@@ -424,18 +424,18 @@ async def test_variants_pick_by_the_arguments_given(runtime: Runtime, up: Upstre
 async def test_projection_of_a_nested_response_validates(up: Upstream) -> None:
     m = compile_overlay("""\
         tools:
-          - name: categories.path
+          - name: categories_path
             operation: getCategory
             response:
               select: "{name: name, parent: parent.name, grandparent: parent.parent.name}"
         """)
-    tool = m.tool("categories.path")
+    tool = m.tool("categories_path")
     assert tool is not None and tool.output_schema is not None
     assert tool.output_schema["properties"]["grandparent"]["type"] == ["string", "null"]
     rt = runtime_for(m, up)
-    dogs = ok(await rt.call("categories.path", {"categoryId": 3}))
+    dogs = ok(await rt.call("categories_path", {"categoryId": 3}))
     assert dogs == {"name": "Dogs", "parent": "Mammals", "grandparent": "Animals"}
-    root = ok(await rt.call("categories.path", {"categoryId": 1}))  # no parent: nulls, still valid
+    root = ok(await rt.call("categories_path", {"categoryId": 1}))  # no parent: nulls, still valid
     assert root == {"name": "Animals", "parent": None, "grandparent": None}
     for body in (dogs, root):
         jsonschema.validate(body, tool.output_schema)
@@ -443,7 +443,7 @@ async def test_projection_of_a_nested_response_validates(up: Upstream) -> None:
 
 
 def test_units_reach_the_model_in_every_place(manifest: Manifest) -> None:
-    tool = manifest.tool("pets.find")
+    tool = manifest.tool("pets_find")
     assert tool is not None and tool.output_schema is not None
     assert "Units: weight_kg = kilograms; age = whole years." in tool.description
     props = tool.output_schema["properties"]
@@ -451,11 +451,11 @@ def test_units_reach_the_model_in_every_place(manifest: Manifest) -> None:
     assert props["weight_kg"]["description"] == "Weight in kilograms."
     assert props["items"]["items"]["properties"]["weight_kg"]["description"] == "Weight in kilograms."
     assert props["items"]["items"]["properties"]["age"]["description"] == "Age in whole years."
-    manage = manifest.tool("pets.manage")
+    manage = manifest.tool("pets_manage")
     assert manage is not None
     assert manage.input_schema["properties"]["weight_kg"]["description"] == "Weight in kilograms."
     assert "Units: weight_kg = kilograms." in manage.description
-    chain = manifest.tool("orders.get_full")
+    chain = manifest.tool("orders_get_full")
     assert chain is not None and chain.output_schema is not None
     assert "Units: totalCents = cents (1/100 of currency)" in chain.description
     item = chain.output_schema["properties"]["items"]["items"]["properties"]["unitPriceCents"]
@@ -475,8 +475,8 @@ async def test_through_the_sdk_client(manifest: Manifest, up: Upstream, mode: st
 
     async with Client(rt.build_server(), mode=mode, elicitation_callback=confirm) as client:  # type: ignore[arg-type]
         listed = {t.name: t for t in (await client.list_tools()).tools}
-        assert set(listed) == {"pets.find", "pets.manage", "orders.get_full", "pages.offset", "pages.body_cursor",
-                               "pages.header_cursor", "pages.link"}
+        assert set(listed) == {"pets_find", "pets_manage", "orders_get_full", "pages_offset", "pages_body_cursor",
+                               "pages_header_cursor", "pages_link"}
         for t in listed.values():
             assert t.input_schema["type"] == "object" and t.output_schema is not None
             assert t.output_schema["type"] == "object"
@@ -484,25 +484,25 @@ async def test_through_the_sdk_client(manifest: Manifest, up: Upstream, mode: st
         ids, cursor = [], None
         while True:
             args: dict[str, Any] = {"limit": 5} | ({"cursor": cursor} if cursor else {})
-            page = await client.call_tool("pages.link", args)
+            page = await client.call_tool("pages_link", args)
             assert not page.is_error
             ids += [p["id"] for p in page.structured_content["items"]]
             cursor = page.structured_content["next_cursor"]
             if not cursor:
                 break
         assert ids == ALL_IDS
-        one = await client.call_tool("pets.find", {"petId": "2"})
+        one = await client.call_tool("pets_find", {"petId": "2"})
         assert one.structured_content["name"] == "Mittens"
-        full = await client.call_tool("orders.get_full", {"orderId": "o-1002"})
+        full = await client.call_tool("orders_get_full", {"orderId": "o-1002"})
         assert full.structured_content["customer"]["name"] == "王小明"
-        deleted = await client.call_tool("pets.manage", {"action": "delete", "petId": "12"})
+        deleted = await client.call_tool("pets_manage", {"action": "delete", "petId": "12"})
         assert deleted.structured_content == {"status": 204}
-        bad = await client.call_tool("pets.manage", {"action": "update", "name": "X"})
+        bad = await client.call_tool("pets_manage", {"action": "update", "name": "X"})
         assert err(bad)["message"] == "action 'update' needs petId"
-        forged = await client.call_tool("pages.offset", {"cursor": "eyJ9.AAAA"})
+        forged = await client.call_tool("pages_offset", {"cursor": "eyJ9.AAAA"})
         assert err(forged)["code"] == "CURSOR_INVALID"
         up.fault(operation="getCustomer", kind="status", status=404)
-        failed = await client.call_tool("orders.get_full", {"orderId": "o-1001"})
+        failed = await client.call_tool("orders_get_full", {"orderId": "o-1001"})
         assert err(failed)["step"] == "customer"
     await rt.aclose()
 
@@ -513,19 +513,19 @@ async def test_through_the_sdk_client(manifest: Manifest, up: Upstream, mode: st
 def test_unknown_action_operation() -> None:
     msg = compile_error("""\
         tools:
-          - name: pets.manage
+          - name: pets_manage
             actions:
               get: {operation: getPet}
               remove: {operation: deletPet}
         """)
-    assert "tasks.yaml:7:16 at tools[0](pets.manage).actions.remove.operation: unknown operation 'deletPet'; " \
+    assert "tasks.yaml:7:16 at tools[0](pets_manage).actions.remove.operation: unknown operation 'deletPet'; " \
            "did you mean 'deletePet'?" in msg
 
 
 def test_action_argument_clash() -> None:
     msg = compile_error("""\
         tools:
-          - name: things.get
+          - name: things_get
             actions:
               pet: {operation: getPet}
               category: {operation: getCategory, params: {categoryId: {rename: petId}}}
@@ -560,14 +560,14 @@ def test_action_argument_clash() -> None:
     ],
 )
 def test_bad_variants(variants: str, message: str) -> None:
-    msg = compile_error("tools:\n  - name: pets.find\n    variants:\n" + textwrap.indent(
+    msg = compile_error("tools:\n  - name: pets_find\n    variants:\n" + textwrap.indent(
         textwrap.dedent(variants), "      "))
     assert message in msg
 
 
 CHAIN = """\
     tools:
-      - name: orders.get_full
+      - name: orders_get_full
         steps:
           - stepId: order
             operationId: getOrder
@@ -605,7 +605,7 @@ def test_bad_chain_expressions(value: str, output: str, message: str) -> None:
 def test_chain_forward_reference() -> None:
     msg = compile_error("""\
         tools:
-          - name: orders.get_full
+          - name: orders_get_full
             steps:
               - stepId: customer
                 operationId: getCustomer
@@ -614,7 +614,7 @@ def test_chain_forward_reference() -> None:
                 operationId: getOrder
                 parameters: [{name: orderId, value: $inputs.orderId}]
         """)
-    assert "tools[0](orders.get_full).steps[0].parameters[0].value: step 'customer' parameter 'customerId' refers " \
+    assert "tools[0](orders_get_full).steps[0].parameters[0].value: step 'customer' parameter 'customerId' refers " \
            "to step 'order', which runs later (forward reference)" in msg
 
 
@@ -630,12 +630,12 @@ def test_chain_forward_reference() -> None:
     ],
 )
 def test_bad_pagination(pagination: str, message: str) -> None:
-    assert message in compile_error(f"tools:\n  - name: pets.list\n    operation: listPets\n"
+    assert message in compile_error(f"tools:\n  - name: pets_list\n    operation: listPets\n"
                                     f"    params: {{limit: {{hidden: true}}}}\n    pagination: {pagination}\n")
 
 
 def test_paging_arguments_must_not_clash() -> None:
-    msg = compile_error("tools:\n  - name: pets.list\n    operation: listPets\n    pagination: {style: page}\n")
+    msg = compile_error("tools:\n  - name: pets_list\n    operation: listPets\n    pagination: {style: page}\n")
     assert "argument 'limit' of 'listPets' clashes with the paging argument `limit` every paginated tool has" in msg
     assert "hint: hide it (params: {limit: {hidden: true}}) or rename it" in msg
 
@@ -683,7 +683,7 @@ def test_github_overlay_is_small_and_complete(corpus: Path) -> None:
 
     names = [t.name for t in curated.tools]
     assert len(names) <= 15
-    for area in ("issues.", "pulls.", "repos.content", "search.", "actions.runs"):
+    for area in ("issues_", "pulls_", "repos_content", "search_", "actions_runs"):
         assert any(n.startswith(area) for n in names), area
     assert size(raw) >= 100 * size(curated)
     kinds = {t.dispatch for t in curated.tools}
