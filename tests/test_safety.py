@@ -857,7 +857,7 @@ async def test_2025_11_25_over_stateless_http_is_told_the_real_reason(up: Upstre
     with HttpServer.start(args, log_dir=tmp_path, env=env_for(up)) as server:
         user = User()
         async with Client(server.url, mode="legacy", elicitation_callback=user) as client:
-            refused = err(await client.call_tool("files.delete", {"fileId": "f_abc123"}))
+            refused = err(await client.call_tool("files_delete", {"fileId": "f_abc123"}))
     assert refused["code"] == "CONFIRMATION_REQUIRED"
     assert "does not support elicitation" not in refused["message"]
     assert "the server runs stateless (--stateless)" in refused["message"]

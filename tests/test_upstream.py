@@ -777,6 +777,6 @@ async def test_a_body_with_min_properties_is_not_sent_short(upstream: str) -> No
     assert (refused["code"], refused["field"]) == ("ARGUMENT_INVALID", "name")
     assert "give at least 1 of name, tag (the request body may not be empty)" in refused["message"]
     assert json.loads(seen(await call(m, "patch", {"tag": "x"}))["body"]) == {"tag": "x"}
-    pets = compile_example("petstore").manifest.tool("pets.update")
+    pets = compile_example("petstore").manifest.tool("pets_update")
     assert pets is not None and pets.branches[0].steps[0].operation.body is not None
     assert pets.branches[0].steps[0].operation.body.min_properties == 1
