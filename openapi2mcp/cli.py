@@ -289,9 +289,9 @@ def serve(
                            help="HTTP: serve a non-loopback address without auth (explicit opt-out).")
     ] = False,
     scopes: Annotated[
-        str | None, typer.Option(envvar="OPENAPI2MCP_SCOPES", show_envvar=False,
-                                 help='The scopes of the local user (stdio; HTTP without auth), e.g. "notes:read '
-                                 'tasks:write"; default: every scope.')
+        str | None, typer.Option(help='The scopes of the local user (stdio; HTTP without auth), e.g. "notes:read '
+                                 'tasks:write"; "*" is every scope (the default when unset), "" is none. '
+                                 "Env: OPENAPI2MCP_SCOPES (read even when empty).")
     ] = None,
     rate_limit: Annotated[
         str | None, typer.Option(envvar="OPENAPI2MCP_RATE_LIMIT", show_envvar=False,

@@ -26,7 +26,7 @@ the environment alone:
     --audience AUD           OPENAPI2MCP_AUDIENCE
     --auth-server URL        OPENAPI2MCP_AUTH_SERVER
     --resource-url URL       OPENAPI2MCP_RESOURCE_URL
-    --scopes "S1 S2"         OPENAPI2MCP_SCOPES         (every scope)
+    --scopes "S1 S2"         OPENAPI2MCP_SCOPES         (every scope when unset; "" is none, "*" all)
     --rate-limit 10/s        OPENAPI2MCP_RATE_LIMIT
     --auto-approve RISKS     OPENAPI2MCP_AUTO_APPROVE   (none; high, critical or high,critical)
     --audit-log PATH|-       OPENAPI2MCP_AUDIT_LOG      (off; one JSON line per call, docs/safety.md)
@@ -149,9 +149,9 @@ def parser(prog: str, description: str, environ: Mapping[str, str]) -> argparse.
     p.add_argument("--resource-url", default=_env(environ, "RESOURCE_URL", "") or None, metavar="URL",
                    help="HTTP: the public URL of the MCP endpoint (default: from each request). "
                    "Env: OPENAPI2MCP_RESOURCE_URL")
-    p.add_argument("--scopes", default=_env(environ, "SCOPES", "") or None,
-                   help='The local user\'s scopes (stdio; HTTP without auth), e.g. "notes:read tasks:write" '
-                   "(default: every scope). Env: OPENAPI2MCP_SCOPES")
+    p.add_argument("--scopes", default=None,  # unset vs empty matters here: see local_scopes
+                   help='The local user\'s scopes (stdio; HTTP without auth), e.g. "notes:read tasks:write"; '
+                   '"*" is every scope (the default when unset), "" is none. Env: OPENAPI2MCP_SCOPES')
     p.add_argument("--rate-limit", default=_env(environ, "RATE_LIMIT", "") or None, metavar="RATE",
                    help="The server's limit on tool calls, e.g. 10/s or 100/min,burst=20,per_caller. "
                    "Env: OPENAPI2MCP_RATE_LIMIT")
@@ -223,7 +223,7 @@ def serve(
     """
     import anyio
 
-    from openapi2mcp.access import local_caller, parse_scopes
+    from openapi2mcp.access import local_caller
     from openapi2mcp.limits import parse_rate_limit
     from openapi2mcp.runtime import ConfigError, Runtime, configure_logging, http_app, transport_security
 
@@ -240,7 +240,7 @@ def serve(
     except ValueError as e:
         raise ConfigError(f"--rate-limit / OPENAPI2MCP_RATE_LIMIT: {e}") from None
     http = options.transport == "http"
-    local = local_caller("http" if http else "stdio", parse_scopes(options.scopes))
+    local = local_caller("http" if http else "stdio", local_scopes(options.scopes, env))
     runtime = Runtime(manifest, environ=env, local=local, rate_limit=limit, auto_approve=options.auto_approve,
                       audit_log=options.audit_log)  # resolves the upstream settings: a missing variable raises
     if http:
@@ -264,8 +264,28 @@ def serve(
                             json_response=not options.sse)
     where = f"[{options.host}]" if ":" in options.host else options.host
     print(f"{prog}: serving {listed} tool(s) at http://{where}:{options.port}{options.path} "
-          f"(auth: {auth.describe()})", file=sys.stderr)
+          f"(auth: {auth.describe()}{'' if auth.enabled else '; anonymous callers have ' + local.describe()})",
+          file=sys.stderr)
     anyio.run(lambda: _serve_uvicorn(app, options.host, options.port, options.log_level))
+
+
+def local_scopes(flag: str | None, environ: Mapping[str, str]) -> frozenset[str] | None:
+    """The local user's scopes: `--scopes`, else OPENAPI2MCP_SCOPES; None (every scope) only when neither is set.
+
+    Set but empty (`--scopes ""`, `OPENAPI2MCP_SCOPES=`) is no scope at all, never every scope:
+    only `*` is. (Other OPENAPI2MCP_* variables treat empty as unset; this one must not, since
+    "unset" grants everything.)
+    """
+    from openapi2mcp.access import SCOPES_VAR, parse_scopes
+    from openapi2mcp.upstream import ConfigError
+
+    text = flag if flag is not None else environ.get(SCOPES_VAR)
+    if text is None:
+        return None
+    try:
+        return parse_scopes(text)
+    except ValueError as e:
+        raise ConfigError(f"--scopes / {SCOPES_VAR}: {e}") from None
 
 
 async def _serve_uvicorn(app: ASGIApp, host: str, port: int, log_level: str) -> None:

@@ -365,6 +365,7 @@ class Runtime:
         self.limiter = RateLimiter(rate_limit or manifest.upstream.rate_limit,
                                    {t.name: t.rate_limit for t in manifest.tools if t.rate_limit})
         self.catalog = Catalog(manifest, self.upstream, page_size=page_size, max_binary_bytes=max_binary_bytes)
+        self.catalog.limiter = self.limiter  # resource reads count against their tools' limits
         self._init_safety(env, auto_approve, audit_log)
 
     def _init_safety(self, env: Mapping[str, str], auto_approve: str | Iterable[str] | None,
