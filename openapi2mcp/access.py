@@ -254,12 +254,12 @@ def resource_policy(resource: ResourceSpec, tools: Iterable[ToolSpec]) -> Resour
                 if theirs.fixed:
                     problems += _fixed_problems(tool.name, theirs, mine, fixed)
                 elif theirs.arg is not None and mine is not None:
-                    schema = _properties(tool).get(theirs.arg)
-                    if schema is None:
+                    allowed = _properties(tool).get(theirs.arg)
+                    if allowed is None:
                         continue
                     if mine.arg is not None:
-                        narrowed.setdefault(mine.arg, []).append(schema)
-                    elif mine.fixed and not _fits(mine.value, schema, tool):
+                        narrowed.setdefault(mine.arg, []).append(allowed)
+                    elif mine.fixed and not _fits(mine.value, allowed, tool):
                         problems.append(f"which tool {what!r} allows only some values of {_where(mine)}; the "
                                         f"resource's fixed value {mine.value!r} is not one of them")
             for key, mine in own.items():
@@ -268,10 +268,10 @@ def resource_policy(resource: ResourceSpec, tools: Iterable[ToolSpec]) -> Resour
                                     f"{{{mine.arg}}} would let a reader set it")
         if narrowed:
             properties = {v: s[0] if len(s) == 1 else {"allOf": s} for v, s in narrowed.items()}
-            schema: dict[str, Any] = {"type": "object", "properties": properties}
+            check: dict[str, Any] = {"type": "object", "properties": properties}
             if "$defs" in tool.input_schema:
-                schema["$defs"] = tool.input_schema["$defs"]
-            checks.append((tool.name, schema))
+                check["$defs"] = tool.input_schema["$defs"]
+            checks.append((tool.name, check))
     return ResourcePolicy(
         scopes=tuple(dict.fromkeys(scopes)), tools=tuple(names), checks=tuple(checks),
         fixed=tuple(p for _, p in fixed.values()), problems=tuple(dict.fromkeys(problems)),

@@ -298,6 +298,17 @@ _DENIALS: Final = frozenset({
 })
 
 
+# what policy.confirm records after reading a valid request state (the answered retry of a confirmation)
+_ANSWERED: Final = frozenset({"confirmed", "declined", "cancelled"})
+
+
+@dataclass
+class _Pending:
+    """A rate-limit charge not taken yet (a 2026-07-28 call with a request state): `due` until settled."""
+
+    due: bool
+
+
 @dataclass
 class _Plan:
     """One admitted call: who, which branch, the headers it sends (idempotency key), dry run or not."""
@@ -449,12 +460,26 @@ class Runtime:
         if tool is None or not visible(tool.spec, caller):
             self._audit_denial(record, "UNKNOWN_TOOL")
             raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {name}")
+        # 2026-07-28: a retry carrying a request state is charged at the gate, unless it is the
+        # answered retry of a confirmation whose first leg was charged (one round trip, one token)
+        pending = _Pending(due=asker is not None and asker.request_state is not None)
+        try:
+            return await self._call(tool, name, arguments, record, caller, asker, pending)
+        finally:
+            if pending.due:  # refused before its gate: charged like any call, when a token is there
+                self.limiter.admit(name, caller.id)
+
+    async def _call(
+        self, tool: _Tool, name: str, arguments: Mapping[str, Any] | None, record: AuditRecord, caller: Caller,
+        asker: Asker | None, pending: _Pending,
+    ) -> types.CallToolResult:
+        trace = record.trace_id
         requests: list[dict[str, Any]] = record.requests
         started = time.monotonic()
         outcome = "ok"
         try:
-            self._admit(tool, caller)
-            out = await self._run(tool, dict(arguments or {}), record, caller=caller, asker=asker)
+            self._admit(tool, caller, pending)
+            out = await self._run(tool, dict(arguments or {}), record, caller=caller, asker=asker, pending=pending)
         except InputRequired:
             self._audit_denial(record, None, "input_required")
             raise
@@ -491,14 +516,24 @@ class Runtime:
         )
         return self._audit_result(record, out, outcome)
 
-    def _admit(self, tool: _Tool, caller: Caller) -> None:
-        """Step-up scope and rate limits, before anything else: a refused call sends nothing upstream."""
+    def _admit(self, tool: _Tool, caller: Caller, pending: _Pending | None = None) -> None:
+        """Step-up scope and rate limits, before anything else: a refused call sends nothing upstream.
+
+        A `pending` charge (a call with a request state) is left to the gate.
+        """
         needed = needs_step_up(tool.spec, caller)
         if needed:  # HTTP answers 403 before the call gets here (auth.AuthGate); stdio and in-memory land here
+            if pending is not None:
+                pending.due = False  # refused before rate limiting: no token, as for any call
             raise ToolFailure.of(
                 ErrorCode.PERMISSION_DENIED,
                 f"{tool.spec.name} needs step-up authorization: the scope {needed[-1]}, which this caller lacks",
             )
+        if pending is None or not pending.due:
+            self._charge(tool, caller)
+
+    def _charge(self, tool: _Tool, caller: Caller) -> None:
+        """One token from each bucket of this call, or RATE_LIMITED (retryable, with the wait)."""
         refusal = self.limiter.admit(tool.spec.name, caller.id)
         if refusal is not None:
             raise ToolFailure.of(ErrorCode.RATE_LIMITED, refusal.message(), retryable=True,
@@ -532,7 +567,8 @@ class Runtime:
         return sorted(found)
 
     async def _run(
-        self, tool: _Tool, arguments: dict[str, Any], record: AuditRecord, *, caller: Caller, asker: Asker | None
+        self, tool: _Tool, arguments: dict[str, Any], record: AuditRecord, *, caller: Caller, asker: Asker | None,
+        pending: _Pending | None = None,
     ) -> types.CallToolResult:
         trace = record.trace_id
         if log.isEnabledFor(logging.DEBUG):
@@ -546,7 +582,7 @@ class Runtime:
         check_arguments(tool.arguments, arguments)
         branch = choose_branch(tool, arguments)
         arguments = _with_defaults(tool.spec.input_schema, arguments)
-        plan = await self._gate(tool, branch, arguments, caller, asker, record)  # before the deadline starts
+        plan = await self._gate(tool, branch, arguments, caller, asker, record, pending)  # before the deadline
         try:
             with anyio.fail_after(self.manifest.upstream.timeout.total):
                 if plan.dry_run:
@@ -624,9 +660,12 @@ class Runtime:
 
     async def _gate(
         self, tool: _Tool, branch: Branch, arguments: dict[str, Any], caller: Caller, asker: Asker | None,
-        record: AuditRecord,
+        record: AuditRecord, pending: _Pending | None = None,
     ) -> _Plan:
-        """Dry run or real call; a real one needs its dry-run token and the confirmation first (policy.py)."""
+        """Dry run or real call; a real one needs its dry-run token and the confirmation first (policy.py).
+
+        `pending`: the rate-limit charge of a call with a request state, settled here (see `call`).
+        """
         spec = tool.spec
         record.branch, record.risk = branch.key, branch.risk
         dry = branch.dry_run is not None and arguments.get(DRY_RUN_ARG) is True
@@ -640,7 +679,14 @@ class Runtime:
         else:
             if branch.dry_run is not None and branch.dry_run.mode == "required":
                 self.policy.check_dry_run(spec, branch, arguments, caller)
-            await self.policy.confirm(spec, branch, arguments, caller, asker, record)
+            try:
+                await self.policy.confirm(spec, branch, arguments, caller, asker, record)
+            finally:
+                if pending is not None and pending.due and record.confirmation in _ANSWERED:
+                    pending.due = False  # the state was valid and is now spent: its first leg paid for this call
+        if pending is not None and pending.due:
+            pending.due = False
+            self._charge(tool, caller)  # a request state that answered nothing buys nothing
         return _Plan(tool=spec, branch=branch, caller=caller, record=record, headers=headers, dry_run=dry)
 
     async def _fetch(
