@@ -393,6 +393,20 @@ def auth_config(
                       kinds=tuple(kinds))
 
 
+def require_public_url(config: AuthConfig, *, host_checked: bool) -> None:
+    """With auth on and the Host check off (`--allowed-host '*'`), the public URL must be configured.
+
+    The 401 challenge and the protected-resource metadata name this server's URL; they are built
+    from `--resource-url`, else from a Host the DNS-rebinding check allowed, never from any Host.
+    """
+    if config.enabled and not host_checked and not config.resource_url:
+        raise ConfigError(
+            "--allowed-host '*' turns the Host check off, so the Host header cannot name this server in its 401 "
+            "challenge and its OAuth metadata: set --resource-url (OPENAPI2MCP_RESOURCE_URL) to the public URL of "
+            "the MCP endpoint, or list the host names with --allowed-host"
+        )
+
+
 # ============================================================================ HTTP: metadata, middleware
 
 

@@ -31,6 +31,11 @@ the environment alone:
     --auto-approve RISKS     OPENAPI2MCP_AUTO_APPROVE   (none; high, critical or high,critical)
     --audit-log PATH|-       OPENAPI2MCP_AUDIT_LOG      (off; one JSON line per call, docs/safety.md)
     --sse                    OPENAPI2MCP_SSE            (false; HTTP answers as SSE: 2025-11-25 elicitation)
+    --header-timeout S       OPENAPI2MCP_HEADER_TIMEOUT (10; HTTP: seconds for a request's headers, then 408)
+    --body-timeout S         OPENAPI2MCP_BODY_TIMEOUT   (30; HTTP: seconds for its body, then 408)
+    --keep-alive-timeout S   OPENAPI2MCP_KEEP_ALIVE_TIMEOUT (5; HTTP: idle keep-alive connections)
+    --max-connections N      OPENAPI2MCP_MAX_CONNECTIONS (1000; HTTP: 503 past it; 0: no cap)
+    --max-sessions-per-caller N  OPENAPI2MCP_MAX_SESSIONS_PER_CALLER (64; HTTP: 429 past it; 0: no cap)
     --log-level L            OPENAPI2MCP_LOG_LEVEL      (info)
                              OPENAPI2MCP_AUTH_TOKENS    (secrets: env only)
 
@@ -44,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
@@ -164,6 +170,11 @@ def parser(prog: str, description: str, environ: Mapping[str, str]) -> argparse.
     p.add_argument("--sse", action="store_true", default=_env_flag(environ, "SSE"),
                    help="HTTP: answer with SSE streams instead of JSON, so that 2025-11-25 clients can be asked to "
                    "confirm mid-call. Env: OPENAPI2MCP_SSE")
+    limits = p.add_argument_group("HTTP limits (docs/access.md)")
+    for name, flag, kind, text in _LIMIT_FLAGS:
+        limits.add_argument(flag, type=kind, default=None, metavar="N", dest=name,
+                            help=f"{text} (default {getattr(HttpLimits, name)}). "
+                            f"Env: {ENV_PREFIX}{flag[2:].upper().replace('-', '_')}")
     p.add_argument("--base-url", default=None, help="Override the upstream base URL (normally set by its env var).")
     p.add_argument("--log-level", default=_env(environ, "LOG_LEVEL", "info"),
                    help="Log level for stderr (default info). Env: OPENAPI2MCP_LOG_LEVEL")
@@ -173,6 +184,26 @@ def parser(prog: str, description: str, environ: Mapping[str, str]) -> argparse.
     p.add_argument("--check", action="store_true",
                    help="Check the configuration (environment, auth) as for serving, and exit 0 when it is usable.")
     return p
+
+
+def _limit_values(args: argparse.Namespace, environ: Mapping[str, str]) -> HttpLimits:
+    """The HTTP limits from the flags, else their variables, else the defaults."""
+    values: dict[str, float | int] = {}
+    for name, flag, kind, _ in _LIMIT_FLAGS:
+        given = getattr(args, name)
+        if given is None:
+            var = flag[2:].upper().replace("-", "_")
+            raw = _env(environ, var, "")
+            try:
+                given = kind(raw) if raw else None
+            except ValueError:
+                raise UsageError(f"{ENV_PREFIX}{var} must be a number, not {raw!r}") from None
+        if given is not None:
+            values[name] = given
+    try:
+        return HttpLimits(**values)  # type: ignore[arg-type]
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def _port(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
@@ -189,6 +220,42 @@ def _port(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
 
 
 # ============================================================================ serving
+
+
+@dataclass(frozen=True)
+class HttpLimits:
+    """The HTTP transport's limits (openapi2mcp.httpguard applies them; docs/access.md has the table).
+
+    Here, not in httpguard, so that the CLIs take their defaults without importing uvicorn.
+    """
+
+    header_timeout: float = 10.0  # seconds for a request's line and headers
+    body_timeout: float = 30.0  # seconds for its body, after the headers
+    keep_alive_timeout: int = 5  # seconds an idle keep-alive connection stays open (uvicorn's default)
+    max_connections: int = 1000  # open connections (uvicorn limit_concurrency: 503 past it); 0: no cap
+    sessions_per_caller: int = 64  # open MCP sessions per caller (429 past it); 0: no cap
+
+    def __post_init__(self) -> None:
+        for name, flag, kind, _ in _LIMIT_FLAGS:
+            value, where = getattr(self, name), f"{flag} / {ENV_PREFIX}{flag[2:].upper().replace('-', '_')}"
+            if kind is int and name.startswith(("max_", "sessions")):
+                if value < 0:
+                    raise ValueError(f"{where}: {value} is not a cap; give 0 (no cap) or more")
+            elif not (value > 0 and math.isfinite(value)):
+                raise ValueError(f"{where}: {value} is not a timeout; give a number of seconds above 0")
+
+
+# HttpLimits field, flag (its variable: OPENAPI2MCP_ + the flag in capitals), type, help
+_LIMIT_FLAGS: Final = (
+    ("header_timeout", "--header-timeout", float, "seconds a request's line and headers may take"),
+    ("body_timeout", "--body-timeout", float, "seconds a request's body may take after its headers"),
+    ("keep_alive_timeout", "--keep-alive-timeout", int, "seconds an idle keep-alive connection stays open"),
+    ("max_connections", "--max-connections", int, "open connections; more get 503 (0: no cap)"),
+    ("sessions_per_caller", "--max-sessions-per-caller", int,
+     "open MCP sessions per token subject or client address; more get 429 (0: no cap)"),
+)
+
+
 
 
 @dataclass(frozen=True)
@@ -210,6 +277,7 @@ class RunOptions:
     auto_approve: str | None = None
     audit_log: str | None = None
     sse: bool = False  # HTTP: SSE answers, so 2025-11-25 clients can be asked mid-call
+    http_limits: HttpLimits | None = None  # HTTP: deadlines, connection and session caps (None: the defaults)
 
 
 def serve(
@@ -244,10 +312,12 @@ def serve(
     runtime = Runtime(manifest, environ=env, local=local, rate_limit=limit, auto_approve=options.auto_approve,
                       audit_log=options.audit_log)  # resolves the upstream settings: a missing variable raises
     if http:
-        from openapi2mcp.auth import auth_config
+        from openapi2mcp.auth import auth_config, require_public_url
 
-        transport_security(options.host, options.allowed_hosts, options.allowed_origins)  # a non-loopback bind
-        auth = auth_config(options.auth, host=options.host, environ=env)  # ... needs its hosts and auth
+        limits = options.http_limits or HttpLimits()
+        security = transport_security(options.host, options.allowed_hosts, options.allowed_origins)  # a non-loopback
+        auth = auth_config(options.auth, host=options.host, environ=env)  # ... bind needs its hosts and auth
+        require_public_url(auth, host_checked=security.enable_dns_rebinding_protection)
     listed = len(runtime.tool_names)
     if check:
         anyio.run(runtime.aclose)
@@ -261,12 +331,12 @@ def serve(
     app: ASGIApp = http_app(manifest, host=options.host, path=options.path, stateless=options.stateless,
                             allowed_hosts=options.allowed_hosts, allowed_origins=options.allowed_origins,
                             runtime=runtime, auth=auth, no_auth=options.auth.no_auth,
-                            json_response=not options.sse)
+                            json_response=not options.sse, limits=limits)
     where = f"[{options.host}]" if ":" in options.host else options.host
     print(f"{prog}: serving {listed} tool(s) at http://{where}:{options.port}{options.path} "
           f"(auth: {auth.describe()}{'' if auth.enabled else '; anonymous callers have ' + local.describe()})",
           file=sys.stderr)
-    anyio.run(lambda: _serve_uvicorn(app, options.host, options.port, options.log_level))
+    anyio.run(lambda: _serve_uvicorn(app, options.host, options.port, options.log_level, limits))
 
 
 def local_scopes(flag: str | None, environ: Mapping[str, str]) -> frozenset[str] | None:
@@ -288,11 +358,13 @@ def local_scopes(flag: str | None, environ: Mapping[str, str]) -> frozenset[str]
         raise ConfigError(f"--scopes / {SCOPES_VAR}: {e}") from None
 
 
-async def _serve_uvicorn(app: ASGIApp, host: str, port: int, log_level: str) -> None:
+async def _serve_uvicorn(app: ASGIApp, host: str, port: int, log_level: str, limits: HttpLimits) -> None:
     import uvicorn
 
+    from openapi2mcp.httpguard import uvicorn_settings
+
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level.lower(), lifespan="on",
-                            timeout_graceful_shutdown=10, server_header=False)
+                            timeout_graceful_shutdown=10, server_header=False, **uvicorn_settings(limits))
     await uvicorn.Server(config).serve()
 
 
@@ -349,6 +421,7 @@ def _run(package: str, prog: str, info: dict[str, Any], args: argparse.Namespace
         )
     from openapi2mcp.auth import AuthOptions
 
+    limits = _limit_values(args, env)
     auth = AuthOptions(tokens_file=args.auth_tokens, jwks_url=args.jwks_url, issuer=args.issuer,
                        audience=args.audience, auth_server=args.auth_server, resource_url=args.resource_url,
                        no_auth=args.no_auth)
@@ -356,7 +429,7 @@ def _run(package: str, prog: str, info: dict[str, Any], args: argparse.Namespace
                          stateless=args.stateless, allowed_hosts=hosts or None, allowed_origins=origins or None,
                          base_url=args.base_url, log_level=args.log_level, scopes=args.scopes,
                          rate_limit=args.rate_limit, auto_approve=args.auto_approve, audit_log=args.audit_log,
-                         sse=args.sse)
+                         sse=args.sse, http_limits=limits)
     serve(manifest, options, prog=prog, environ=env, check=args.check)
 
 

@@ -57,6 +57,7 @@ from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
@@ -120,6 +121,7 @@ from openapi2mcp.upstream import (
 
 if TYPE_CHECKING:
     from openapi2mcp.auth import AuthConfig
+    from openapi2mcp.httpguard import HttpLimits
 
 __all__ = ["ConfigError", "Runtime", "configure_logging", "http_app", "serve_http", "serve_stdio"]
 
@@ -951,15 +953,17 @@ def http_app(
     log_level: str | int | None = None,
     auth: AuthConfig | None = None,
     no_auth: bool = False,
+    limits: HttpLimits | None = None,
     **opts: Any,
 ) -> Starlette:
     """A Starlette app: the MCP endpoint at `path` plus `GET /healthz`; closes the client on shutdown.
 
     Takes the options of `serve_http` (`port` is unused here); the rest go to `Runtime`. `auth`
     (auth.auth_config) protects everything but /healthz and the protected-resource metadata; a
-    non-loopback `host` without it needs `no_auth=True`.
+    non-loopback `host` without it needs `no_auth=True`. `limits` (httpguard.py): the sessions per caller.
     """
     from openapi2mcp import auth as access_auth  # the HTTP transport's auth; stdio never loads it
+    from openapi2mcp import httpguard
 
     if log_level is not None:
         configure_logging(log_level)
@@ -967,6 +971,8 @@ def http_app(
     config = auth or access_auth.AuthConfig()
     if not config.enabled and host not in _LOOPBACK and host != "" and not no_auth:
         raise ConfigError(access_auth.needs_auth_message(host))
+    access_auth.require_public_url(config, host_checked=security.enable_dns_rebinding_protection)
+    limits = limits or httpguard.HttpLimits()
     runtime = runtime or Runtime(manifest, **opts)
     server = runtime.build_server()
     mcp_app = server.streamable_http_app(
@@ -989,11 +995,16 @@ def http_app(
             await runtime.aclose()
 
     routes: list[Route | Mount] = [Route("/healthz", healthz, methods=["GET"])]
-    middleware = []
+    # outermost: the Host check, before anything builds a URL from the Host (httpguard.py)
+    middleware = [Middleware(httpguard.HostGuard, settings=security, open_paths=frozenset({"/healthz"}))]
     if config.enabled:
         routes += access_auth.metadata_routes(config, path, scopes_supported=runtime.scopes_supported(),
                                               resource_name=manifest.server.title or manifest.server.name)
-        middleware = access_auth.middleware(config, mcp_path=path, challenge=runtime.step_up_challenge)
+        middleware += access_auth.middleware(config, mcp_path=path, challenge=runtime.step_up_challenge)
+    if not stateless and limits.sessions_per_caller:  # after auth: a caller is its token's subject
+        middleware.append(Middleware(httpguard.SessionCap, path=path, limit=limits.sessions_per_caller,
+                                     live=httpguard.sdk_sessions(server.session_manager)))
+    middleware.append(Middleware(httpguard.WholeBody))  # the MCP app never starts on half a body
     routes.append(Mount("/", app=mcp_app))
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
 
@@ -1009,10 +1020,15 @@ async def serve_http(
     allowed_hosts: list[str] | None = None,
     allowed_origins: list[str] | None = None,
     log_level: str | int | None = None,
+    limits: HttpLimits | None = None,
     **opts: Any,
 ) -> None:
     """Serve Streamable HTTP with uvicorn until interrupted (graceful shutdown closes the client)."""
     import uvicorn  # only the HTTP transport needs it
+
+    from openapi2mcp.httpguard import HttpLimits, uvicorn_settings
+
+    limits = limits or HttpLimits()
 
     app = http_app(
         manifest,
@@ -1023,10 +1039,10 @@ async def serve_http(
         json_response=json_response,
         allowed_hosts=allowed_hosts,
         allowed_origins=allowed_origins,
+        limits=limits,
         **opts,
     )
     level = logging.getLevelName(log_level) if isinstance(log_level, int) else (log_level or "info")
-    config = uvicorn.Config(
-        app, host=host, port=port, log_level=str(level).lower(), lifespan="on", timeout_graceful_shutdown=10
-    )
+    config = uvicorn.Config(app, host=host, port=port, log_level=str(level).lower(), lifespan="on",
+                            timeout_graceful_shutdown=10, **uvicorn_settings(limits))
     await uvicorn.Server(config).serve()
