@@ -120,7 +120,7 @@ class GuardedH11(H11Protocol):
         self._deadline, self._phase = None, None
         if self.transport.is_closing():
             return
-        cycle = self.cycle
+        cycle = self.cycle if phase == "body" else None  # while headers are due, self.cycle is the last request's
         answered = cycle is not None and cycle.response_started
         if cycle is not None and not cycle.response_complete:
             cycle.disconnected = True  # the app's receive() now says http.disconnect; its sends are dropped

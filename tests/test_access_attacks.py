@@ -266,7 +266,10 @@ def _drain(sock: socket.socket, until: float) -> bytes:
 
 
 def test_unfinished_requests_are_timed_out(auth_server: HttpServer) -> None:
-    """100 half-sent requests, no token needed (and some with one): each gets 408 and is closed."""
+    """100 half-sent requests, no token needed (and some with one): each gets 408 and is closed.
+
+    Also the second request on a kept-alive connection, and a client dripping a byte at a time.
+    """
     host = f"Host: 127.0.0.1:{auth_server.port}\r\n".encode()
     with_body = (b"POST /mcp HTTP/1.1\r\n" + host + b"Content-Type: application/json\r\n"
                  b"Accept: application/json, text/event-stream\r\nAuthorization: Bearer " + EVERYTHING.encode() +
@@ -277,6 +280,14 @@ def test_unfinished_requests_are_timed_out(auth_server: HttpServer) -> None:
         sock = socket.create_connection(("127.0.0.1", auth_server.port))
         sock.sendall(opening)
         sockets.append(sock)
+    kept = socket.create_connection(("127.0.0.1", auth_server.port))  # the second request on a kept-alive one
+    kept.sendall(b"GET /healthz HTTP/1.1\r\n" + host + b"\r\n")
+    first = b""
+    while b"}" not in first:
+        first += kept.recv(4096)
+    assert first.startswith(b"HTTP/1.1 200 ")
+    kept.sendall(b"GET /healthz HTTP/1.1\r\n")
+    sockets.append(kept)
     drip = socket.create_connection(("127.0.0.1", auth_server.port))  # a byte at a time does not extend it
     deadline = time.monotonic() + 60
     dripped = b""
