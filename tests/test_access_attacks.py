@@ -573,3 +573,25 @@ def test_serve_refuses_the_red_teams_resource_and_an_old_manifest_with_it(tmp_pa
     done = run_cli("serve", "--manifest", str(path))
     assert done.returncode == 2 and "resource note: reads 'readNote', which tool 't' runs only after" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_http_limit_settings(tmp_path: Path) -> None:
+    """The flags and variables of the HTTP limits, and the errors for values that are no limit."""
+    from openapi2mcp.package_runner import HttpLimits, UsageError, _limit_values, parser
+
+    args = parser("pkg", "test", {}).parse_args(["--header-timeout", "3"])
+    assert _limit_values(args, {"OPENAPI2MCP_MAX_SESSIONS_PER_CALLER": "5", "OPENAPI2MCP_HEADER_TIMEOUT": "9"}) == \
+        HttpLimits(header_timeout=3, sessions_per_caller=5)  # the flag wins over its variable
+    assert _limit_values(parser("pkg", "test", {}).parse_args([]), {}) == HttpLimits()
+    with pytest.raises(UsageError, match="OPENAPI2MCP_BODY_TIMEOUT must be a number, not 'soon'"):
+        _limit_values(args, {"OPENAPI2MCP_BODY_TIMEOUT": "soon"})
+    with pytest.raises(UsageError, match=r"--body-timeout / OPENAPI2MCP_BODY_TIMEOUT: 0\.0 is not a timeout"):
+        _limit_values(parser("pkg", "test", {}).parse_args(["--body-timeout", "0"]), {})
+    with pytest.raises(UsageError, match="--max-connections / OPENAPI2MCP_MAX_CONNECTIONS: -1 is not a cap"):
+        _limit_values(parser("pkg", "test", {}).parse_args(["--max-connections", "-1"]), {})
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text(OVERLAY_SCOPES)
+    done = run_cli("serve", str(SPEC), "--overlay", str(overlay), "--header-timeout", "nan",
+                   env={"NOTES_API_URL": "http://127.0.0.1:9"})
+    assert done.returncode == 2 and "--header-timeout / OPENAPI2MCP_HEADER_TIMEOUT: nan is not a timeout" in \
+        done.stderr, done.stderr
