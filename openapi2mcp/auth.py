@@ -137,7 +137,10 @@ def _grant_for_entry(token: str, value: Any, where: str) -> TokenGrant:
     raw = value["scopes"]
     if not (isinstance(raw, str) or (isinstance(raw, list) and all(isinstance(s, str) for s in raw))):
         raise ConfigError(f"{where}: `scopes` must be a list of strings or a space-separated string")
-    scopes = parse_scopes(raw)
+    try:
+        scopes = parse_scopes(raw)  # [] and "" are no scope at all; only "*" is every scope
+    except ValueError as e:
+        raise ConfigError(f"{where}: {e}") from None
     subject = value.get("subject")
     if subject is not None and not isinstance(subject, str):
         raise ConfigError(f"{where}: `subject` must be a string")
@@ -188,7 +191,10 @@ def load_static_tokens(environ: Mapping[str, str], tokens_file: str | None = Non
         token = token.strip()
         if not token:
             raise ConfigError(f"{AUTH_TOKENS_VAR}: entry {n + 1} has scopes but no token")
-        parsed = parse_scopes(scopes) if scopes.strip() else frozenset()
+        try:
+            parsed = parse_scopes(scopes)  # `token:` is a token with no scope; `token:*` has every scope
+        except ValueError as e:
+            raise ConfigError(f"{AUTH_TOKENS_VAR}: entry {n + 1}: {e}") from None
         grants[token] = TokenGrant(subject=token_subject(token), scopes=parsed or frozenset(),
                                    all_scopes=parsed is None)
     path = tokens_file or environ.get(AUTH_TOKENS_FILE_VAR, "").strip()
@@ -268,7 +274,12 @@ def _reason(error: Exception) -> str:
 
 
 def _claim_scopes(claims: Mapping[str, Any]) -> list[str]:
-    raw = claims.get("scope", claims.get("scp"))
+    """The scopes a JWT grants: `scope` when present (even empty), else `scp`; neither is no scope.
+
+    `*` in a JWT is just a scope named `*` (no tool may require it): every-scope grants exist only
+    in this server's own configuration.
+    """
+    raw = claims["scope"] if "scope" in claims else claims.get("scp")
     if isinstance(raw, str):
         return raw.split()
     if isinstance(raw, list):
@@ -380,6 +391,20 @@ def auth_config(
     combined: TokenVerifier = verifiers[0] if len(verifiers) == 1 else ChainVerifier(verifiers)
     return AuthConfig(verifier=combined, authorization_servers=tuple(servers), resource_url=resource,
                       kinds=tuple(kinds))
+
+
+def require_public_url(config: AuthConfig, *, host_checked: bool) -> None:
+    """With auth on and the Host check off (`--allowed-host '*'`), the public URL must be configured.
+
+    The 401 challenge and the protected-resource metadata name this server's URL; they are built
+    from `--resource-url`, else from a Host the DNS-rebinding check allowed, never from any Host.
+    """
+    if config.enabled and not host_checked and not config.resource_url:
+        raise ConfigError(
+            "--allowed-host '*' turns the Host check off, so the Host header cannot name this server in its 401 "
+            "challenge and its OAuth metadata: set --resource-url (OPENAPI2MCP_RESOURCE_URL) to the public URL of "
+            "the MCP endpoint, or list the host names with --allowed-host"
+        )
 
 
 # ============================================================================ HTTP: metadata, middleware

@@ -10,7 +10,9 @@ tool results to resources (seed 000's `evidencePaths` become `resource_link` con
 Checked here, every problem with file, line and a suggestion:
 
 * a resource's operation exists and is a GET (reading must be safe; anything else is a tool),
-  and no `forbidden` tool uses it;
+  and the resource can honour the policy of every tool on that operation (access.resource_policy:
+  no forbidden tool, no confirmation or required dry run, the same fixed values, no URI variable
+  for a parameter a tool fixes or never sends); it gets their scopes and fixed values;
 * its URI is a fixed URI or a template of `{var}` / `{+var}` (uritemplate.py); every variable is
   a parameter of the operation, and every required parameter is a variable or has a fixed value;
 * `response.select` fits the response schema (projection.py), and its result fits `mime_type`;
@@ -25,6 +27,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from openapi2mcp.access import resource_policy
 from openapi2mcp.compile import (
     Arg,
     Context,
@@ -139,26 +142,13 @@ def _resource(
             "safe, so its operation must be a GET",
             hint="expose an operation that changes data as a tool, where risk and confirmation apply",
         ))
-    readers = [t for t in tools if any(s.operation.id == op.id for b in t.branches for s in b.steps)]
-    forbidden = [t.name for t in readers if t.risk == "forbidden"]
-    if forbidden:
-        raise InputError(doc.problem(
-            (*at, "operation"),
-            f"resource {rdef.name!r} reads {op.id!r}, which tool {forbidden[0]!r} marks forbidden",
-            hint="a forbidden operation is never exposed, as a tool or as a resource",
-        ))
-
     args = operation_args(ctx, op)
     variables = _bind_variables(op.id, args, template, rdef, doc, at)
     spec_response = _resource_response(ctx, op, rdef, doc, at)
     operation = operation_spec(ctx, op, args)
     meta: dict[str, Any] = {"openapi2mcp/operation": op.id}
-    if rdef.permissions is not None:
-        permissions = list(rdef.permissions)
-    else:  # what a tool reading the same operation needs: a resource is no back door around it
-        permissions = list(readers[0].permissions) if readers else []
-    return ResourceSpec(
-        permissions=permissions,
+    spec = ResourceSpec(
+        permissions=list(rdef.permissions or []),
         name=rdef.name,
         uri=rdef.uri,
         title=rdef.title,
@@ -168,7 +158,17 @@ def _resource(
         variables=variables,
         response=spec_response[0],
         meta=meta,
-    ), template
+    )
+    # a resource is no back door around a tool on the same operation: it inherits their policy
+    policy = resource_policy(spec, tools)
+    if policy.problems:
+        raise InputError([doc.problem(
+            (*at, "operation"), f"resource {rdef.name!r} reads {op.id!r}, {problem}",
+            hint="a resource is read without the model or the user, so it must honour every restriction of the "
+            "tools on its operation; change the tool or the resource, or leave the resource out",
+        ) for problem in policy.problems])
+    return spec.model_copy(update={"permissions": list(policy.scopes), "operation": policy.operation(operation)}), \
+        template
 
 
 def _bind_variables(

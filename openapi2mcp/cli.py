@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
+from openapi2mcp.package_runner import HttpLimits  # stdlib only: its defaults are the flags' defaults
+
 if TYPE_CHECKING:
     from openapi2mcp.compile import Compiled
     from openapi2mcp.manifest import Manifest
@@ -317,9 +319,9 @@ def serve(
                            help="HTTP: serve a non-loopback address without auth (explicit opt-out).")
     ] = False,
     scopes: Annotated[
-        str | None, typer.Option(envvar="OPENAPI2MCP_SCOPES", show_envvar=False,
-                                 help='The scopes of the local user (stdio; HTTP without auth), e.g. "notes:read '
-                                 'tasks:write"; default: every scope.')
+        str | None, typer.Option(help='The scopes of the local user (stdio; HTTP without auth), e.g. "notes:read '
+                                 'tasks:write"; "*" is every scope (the default when unset), "" is none. '
+                                 "Env: OPENAPI2MCP_SCOPES (read even when empty).")
     ] = None,
     rate_limit: Annotated[
         str | None, typer.Option(envvar="OPENAPI2MCP_RATE_LIMIT", show_envvar=False,
@@ -341,6 +343,27 @@ def serve(
                            help="HTTP: answer with SSE streams instead of JSON, so that 2025-11-25 clients can be "
                            "asked to confirm (elicitation) mid-call.")
     ] = False,
+    header_timeout: Annotated[
+        float, typer.Option(envvar="OPENAPI2MCP_HEADER_TIMEOUT", show_envvar=False,
+                            help="HTTP: seconds a request's line and headers may take (then 408 and close).")
+    ] = HttpLimits.header_timeout,
+    body_timeout: Annotated[
+        float, typer.Option(envvar="OPENAPI2MCP_BODY_TIMEOUT", show_envvar=False,
+                            help="HTTP: seconds a request's body may take after its headers (then 408 and close).")
+    ] = HttpLimits.body_timeout,
+    keep_alive_timeout: Annotated[
+        int, typer.Option(envvar="OPENAPI2MCP_KEEP_ALIVE_TIMEOUT", show_envvar=False,
+                          help="HTTP: seconds an idle keep-alive connection stays open.")
+    ] = HttpLimits.keep_alive_timeout,
+    max_connections: Annotated[
+        int, typer.Option(envvar="OPENAPI2MCP_MAX_CONNECTIONS", show_envvar=False,
+                          help="HTTP: open connections; more get 503 (0: no cap).")
+    ] = HttpLimits.max_connections,
+    max_sessions_per_caller: Annotated[
+        int, typer.Option(envvar="OPENAPI2MCP_MAX_SESSIONS_PER_CALLER", show_envvar=False,
+                          help="HTTP: open MCP sessions per token subject (or client address without auth); more "
+                          "get 429 (0: no cap).")
+    ] = HttpLimits.sessions_per_caller,
 ) -> None:
     """Serve the tools over MCP (stdio by default, or Streamable HTTP) and forward calls upstream."""
 
@@ -350,12 +373,19 @@ def serve(
         from openapi2mcp.package_runner import RunOptions
         from openapi2mcp.package_runner import serve as serve_manifest
 
+        try:
+            limits = HttpLimits(header_timeout=header_timeout, body_timeout=body_timeout,
+                                keep_alive_timeout=keep_alive_timeout, max_connections=max_connections,
+                                sessions_per_caller=max_sessions_per_caller)
+        except ValueError as e:
+            _fail(str(e))
+
         auth = AuthOptions(tokens_file=str(auth_tokens) if auth_tokens else None, jwks_url=jwks_url, issuer=issuer,
                            audience=audience, auth_server=auth_server, resource_url=resource_url, no_auth=no_auth)
         options = RunOptions(auth=auth, transport=transport.value, host=host, port=port, path=path,
                              stateless=stateless, allowed_hosts=allowed_host, allowed_origins=allowed_origin,
                              base_url=base_url, log_level=log_level, scopes=scopes, rate_limit=rate_limit,
-                             auto_approve=auto_approve, audit_log=audit_log, sse=sse)
+                             auto_approve=auto_approve, audit_log=audit_log, sse=sse, http_limits=limits)
         serve_manifest(m, options, prog="openapi2mcp")
 
     _guarded(run)

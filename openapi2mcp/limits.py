@@ -2,6 +2,7 @@
 
 A call takes one token from every bucket that applies to it: the server's (overlay
 `upstream.rate_limit`, or `serve --rate-limit`) and the tool's own (`rate_limit` on the tool).
+A resource read takes one from the server's and from those of every tool on its operation.
 When any of them is empty the call is refused at once, before anything is sent upstream, with
 the time until every bucket has a token again (`RATE_LIMITED`, retryable, `retryAfter`). Tokens
 are taken only when all buckets have one, so a refused call costs nothing.
@@ -24,7 +25,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -178,9 +179,14 @@ class RateLimiter:
         for key in [k for k, b in self._buckets.items() if b.full(now)]:
             del self._buckets[key]
 
-    def admit(self, tool: str, caller: str) -> Refusal | None:
-        """Take a token from each bucket of this call, or take none and say how long to wait."""
-        limits = [("server", "", self.server), (tool, tool, self.tools.get(tool))]
+    def admit(self, tool: str | Sequence[str], caller: str) -> Refusal | None:
+        """Take a token from each bucket of this call, or take none and say how long to wait.
+
+        `tool` is the tool called, or the tools whose buckets a resource read counts against
+        (every tool on the resource's operation, docs/access.md); the server's bucket applies to both.
+        """
+        tools = [tool] if isinstance(tool, str) else list(tool)
+        limits = [("server", "", self.server), *((t, t, self.tools.get(t)) for t in tools)]
         now = self.clock()
         buckets = [(name, spec, self._bucket(key, spec, caller, now)) for name, key, spec in limits if spec is not None]
         worst: Refusal | None = None

@@ -127,6 +127,8 @@ def _check_scope(scope: str) -> str:
     """Permissions are OAuth scopes (RFC 6749 3.3): no spaces, quotes or backslashes."""
     if not _SCOPE.match(scope):
         raise ValueError(f"{scope!r} is not an OAuth scope (printable ASCII without spaces, \" or \\)")
+    if scope == "*":  # a token's "*" is every scope; as a requirement it would read as "any caller"
+        raise ValueError("'*' means every scope when granted to a token; a tool cannot require it (name a scope)")
     return scope
 
 

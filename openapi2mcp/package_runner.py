@@ -26,11 +26,16 @@ the environment alone:
     --audience AUD           OPENAPI2MCP_AUDIENCE
     --auth-server URL        OPENAPI2MCP_AUTH_SERVER
     --resource-url URL       OPENAPI2MCP_RESOURCE_URL
-    --scopes "S1 S2"         OPENAPI2MCP_SCOPES         (every scope)
+    --scopes "S1 S2"         OPENAPI2MCP_SCOPES         (every scope when unset; "" is none, "*" all)
     --rate-limit 10/s        OPENAPI2MCP_RATE_LIMIT
     --auto-approve RISKS     OPENAPI2MCP_AUTO_APPROVE   (none; high, critical or high,critical)
     --audit-log PATH|-       OPENAPI2MCP_AUDIT_LOG      (off; one JSON line per call, docs/safety.md)
     --sse                    OPENAPI2MCP_SSE            (false; HTTP answers as SSE: 2025-11-25 elicitation)
+    --header-timeout S       OPENAPI2MCP_HEADER_TIMEOUT (10; HTTP: seconds for a request's headers, then 408)
+    --body-timeout S         OPENAPI2MCP_BODY_TIMEOUT   (30; HTTP: seconds for its body, then 408)
+    --keep-alive-timeout S   OPENAPI2MCP_KEEP_ALIVE_TIMEOUT (5; HTTP: idle keep-alive connections)
+    --max-connections N      OPENAPI2MCP_MAX_CONNECTIONS (1000; HTTP: 503 past it; 0: no cap)
+    --max-sessions-per-caller N  OPENAPI2MCP_MAX_SESSIONS_PER_CALLER (64; HTTP: 429 past it; 0: no cap)
     --log-level L            OPENAPI2MCP_LOG_LEVEL      (info)
                              OPENAPI2MCP_AUTH_TOKENS    (secrets: env only)
 
@@ -44,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
@@ -149,9 +155,9 @@ def parser(prog: str, description: str, environ: Mapping[str, str]) -> argparse.
     p.add_argument("--resource-url", default=_env(environ, "RESOURCE_URL", "") or None, metavar="URL",
                    help="HTTP: the public URL of the MCP endpoint (default: from each request). "
                    "Env: OPENAPI2MCP_RESOURCE_URL")
-    p.add_argument("--scopes", default=_env(environ, "SCOPES", "") or None,
-                   help='The local user\'s scopes (stdio; HTTP without auth), e.g. "notes:read tasks:write" '
-                   "(default: every scope). Env: OPENAPI2MCP_SCOPES")
+    p.add_argument("--scopes", default=None,  # unset vs empty matters here: see local_scopes
+                   help='The local user\'s scopes (stdio; HTTP without auth), e.g. "notes:read tasks:write"; '
+                   '"*" is every scope (the default when unset), "" is none. Env: OPENAPI2MCP_SCOPES')
     p.add_argument("--rate-limit", default=_env(environ, "RATE_LIMIT", "") or None, metavar="RATE",
                    help="The server's limit on tool calls, e.g. 10/s or 100/min,burst=20,per_caller. "
                    "Env: OPENAPI2MCP_RATE_LIMIT")
@@ -164,6 +170,11 @@ def parser(prog: str, description: str, environ: Mapping[str, str]) -> argparse.
     p.add_argument("--sse", action="store_true", default=_env_flag(environ, "SSE"),
                    help="HTTP: answer with SSE streams instead of JSON, so that 2025-11-25 clients can be asked to "
                    "confirm mid-call. Env: OPENAPI2MCP_SSE")
+    limits = p.add_argument_group("HTTP limits (docs/access.md)")
+    for name, flag, kind, text in _LIMIT_FLAGS:
+        limits.add_argument(flag, type=kind, default=None, metavar="N", dest=name,
+                            help=f"{text} (default {getattr(HttpLimits, name)}). "
+                            f"Env: {ENV_PREFIX}{flag[2:].upper().replace('-', '_')}")
     p.add_argument("--base-url", default=None,
                    help="The URL requests are sent to (default: the manifest's upstream base URL). "
                    "Env: OPENAPI2MCP_BASE_URL")
@@ -175,6 +186,26 @@ def parser(prog: str, description: str, environ: Mapping[str, str]) -> argparse.
     p.add_argument("--check", action="store_true",
                    help="Check the configuration (environment, auth) as for serving, and exit 0 when it is usable.")
     return p
+
+
+def _limit_values(args: argparse.Namespace, environ: Mapping[str, str]) -> HttpLimits:
+    """The HTTP limits from the flags, else their variables, else the defaults."""
+    values: dict[str, float | int] = {}
+    for name, flag, kind, _ in _LIMIT_FLAGS:
+        given = getattr(args, name)
+        if given is None:
+            var = flag[2:].upper().replace("-", "_")
+            raw = _env(environ, var, "")
+            try:
+                given = kind(raw) if raw else None
+            except ValueError:
+                raise UsageError(f"{ENV_PREFIX}{var} must be a number, not {raw!r}") from None
+        if given is not None:
+            values[name] = given
+    try:
+        return HttpLimits(**values)  # type: ignore[arg-type]
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def _port(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
@@ -191,6 +222,42 @@ def _port(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
 
 
 # ============================================================================ serving
+
+
+@dataclass(frozen=True)
+class HttpLimits:
+    """The HTTP transport's limits (openapi2mcp.httpguard applies them; docs/access.md has the table).
+
+    Here, not in httpguard, so that the CLIs take their defaults without importing uvicorn.
+    """
+
+    header_timeout: float = 10.0  # seconds for a request's line and headers
+    body_timeout: float = 30.0  # seconds for its body, after the headers
+    keep_alive_timeout: int = 5  # seconds an idle keep-alive connection stays open (uvicorn's default)
+    max_connections: int = 1000  # open connections (uvicorn limit_concurrency: 503 past it); 0: no cap
+    sessions_per_caller: int = 64  # open MCP sessions per caller (429 past it); 0: no cap
+
+    def __post_init__(self) -> None:
+        for name, flag, kind, _ in _LIMIT_FLAGS:
+            value, where = getattr(self, name), f"{flag} / {ENV_PREFIX}{flag[2:].upper().replace('-', '_')}"
+            if kind is int and name.startswith(("max_", "sessions")):
+                if value < 0:
+                    raise ValueError(f"{where}: {value} is not a cap; give 0 (no cap) or more")
+            elif not (value > 0 and math.isfinite(value)):
+                raise ValueError(f"{where}: {value} is not a timeout; give a number of seconds above 0")
+
+
+# HttpLimits field, flag (its variable: OPENAPI2MCP_ + the flag in capitals), type, help
+_LIMIT_FLAGS: Final = (
+    ("header_timeout", "--header-timeout", float, "seconds a request's line and headers may take"),
+    ("body_timeout", "--body-timeout", float, "seconds a request's body may take after its headers"),
+    ("keep_alive_timeout", "--keep-alive-timeout", int, "seconds an idle keep-alive connection stays open"),
+    ("max_connections", "--max-connections", int, "open connections; more get 503 (0: no cap)"),
+    ("sessions_per_caller", "--max-sessions-per-caller", int,
+     "open MCP sessions per token subject or client address; more get 429 (0: no cap)"),
+)
+
+
 
 
 @dataclass(frozen=True)
@@ -212,6 +279,7 @@ class RunOptions:
     auto_approve: str | None = None
     audit_log: str | None = None
     sse: bool = False  # HTTP: SSE answers, so 2025-11-25 clients can be asked mid-call
+    http_limits: HttpLimits | None = None  # HTTP: deadlines, connection and session caps (None: the defaults)
 
 
 def serve(
@@ -225,7 +293,7 @@ def serve(
     """
     import anyio
 
-    from openapi2mcp.access import local_caller, parse_scopes
+    from openapi2mcp.access import local_caller
     from openapi2mcp.limits import parse_rate_limit
     from openapi2mcp.manifest import BASE_URL_VAR
     from openapi2mcp.runtime import ConfigError, Runtime, configure_logging, http_app, transport_security
@@ -243,14 +311,16 @@ def serve(
     except ValueError as e:
         raise ConfigError(f"--rate-limit / OPENAPI2MCP_RATE_LIMIT: {e}") from None
     http = options.transport == "http"
-    local = local_caller("http" if http else "stdio", parse_scopes(options.scopes))
+    local = local_caller("http" if http else "stdio", local_scopes(options.scopes, env))
     runtime = Runtime(manifest, environ=env, local=local, rate_limit=limit, auto_approve=options.auto_approve,
                       audit_log=options.audit_log)  # resolves the upstream settings: a missing variable raises
     if http:
-        from openapi2mcp.auth import auth_config
+        from openapi2mcp.auth import auth_config, require_public_url
 
-        transport_security(options.host, options.allowed_hosts, options.allowed_origins)  # a non-loopback bind
-        auth = auth_config(options.auth, host=options.host, environ=env)  # ... needs its hosts and auth
+        limits = options.http_limits or HttpLimits()
+        security = transport_security(options.host, options.allowed_hosts, options.allowed_origins)  # a non-loopback
+        auth = auth_config(options.auth, host=options.host, environ=env)  # ... bind needs its hosts and auth
+        require_public_url(auth, host_checked=security.enable_dns_rebinding_protection)
     notice = relative_server_notice(manifest.upstream, runtime.upstream.settings.base_url)
     if notice:
         print(f"{prog}: note: {notice}", file=sys.stderr)
@@ -267,18 +337,40 @@ def serve(
     app: ASGIApp = http_app(manifest, host=options.host, path=options.path, stateless=options.stateless,
                             allowed_hosts=options.allowed_hosts, allowed_origins=options.allowed_origins,
                             runtime=runtime, auth=auth, no_auth=options.auth.no_auth,
-                            json_response=not options.sse)
+                            json_response=not options.sse, limits=limits)
     where = f"[{options.host}]" if ":" in options.host else options.host
     print(f"{prog}: serving {listed} tool(s) at http://{where}:{options.port}{options.path} "
-          f"(auth: {auth.describe()})", file=sys.stderr)
-    anyio.run(lambda: _serve_uvicorn(app, options.host, options.port, options.log_level))
+          f"(auth: {auth.describe()}{'' if auth.enabled else '; anonymous callers have ' + local.describe()})",
+          file=sys.stderr)
+    anyio.run(lambda: _serve_uvicorn(app, options.host, options.port, options.log_level, limits))
 
 
-async def _serve_uvicorn(app: ASGIApp, host: str, port: int, log_level: str) -> None:
+def local_scopes(flag: str | None, environ: Mapping[str, str]) -> frozenset[str] | None:
+    """The local user's scopes: `--scopes`, else OPENAPI2MCP_SCOPES; None (every scope) only when neither is set.
+
+    Set but empty (`--scopes ""`, `OPENAPI2MCP_SCOPES=`) is no scope at all, never every scope:
+    only `*` is. (Other OPENAPI2MCP_* variables treat empty as unset; this one must not, since
+    "unset" grants everything.)
+    """
+    from openapi2mcp.access import SCOPES_VAR, parse_scopes
+    from openapi2mcp.upstream import ConfigError
+
+    text = flag if flag is not None else environ.get(SCOPES_VAR)
+    if text is None:
+        return None
+    try:
+        return parse_scopes(text)
+    except ValueError as e:
+        raise ConfigError(f"--scopes / {SCOPES_VAR}: {e}") from None
+
+
+async def _serve_uvicorn(app: ASGIApp, host: str, port: int, log_level: str, limits: HttpLimits) -> None:
     import uvicorn
 
+    from openapi2mcp.httpguard import uvicorn_settings
+
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level.lower(), lifespan="on",
-                            timeout_graceful_shutdown=10, server_header=False)
+                            timeout_graceful_shutdown=10, server_header=False, **uvicorn_settings(limits))
     await uvicorn.Server(config).serve()
 
 
@@ -335,6 +427,7 @@ def _run(package: str, prog: str, info: dict[str, Any], args: argparse.Namespace
         )
     from openapi2mcp.auth import AuthOptions
 
+    limits = _limit_values(args, env)
     auth = AuthOptions(tokens_file=args.auth_tokens, jwks_url=args.jwks_url, issuer=args.issuer,
                        audience=args.audience, auth_server=args.auth_server, resource_url=args.resource_url,
                        no_auth=args.no_auth)
@@ -342,7 +435,7 @@ def _run(package: str, prog: str, info: dict[str, Any], args: argparse.Namespace
                          stateless=args.stateless, allowed_hosts=hosts or None, allowed_origins=origins or None,
                          base_url=args.base_url, log_level=args.log_level, scopes=args.scopes,
                          rate_limit=args.rate_limit, auto_approve=args.auto_approve, audit_log=args.audit_log,
-                         sse=args.sse)
+                         sse=args.sse, http_limits=limits)
     serve(manifest, options, prog=prog, environ=env, check=args.check)
 
 

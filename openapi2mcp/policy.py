@@ -37,14 +37,13 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError, NoBackChannelError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from openapi2mcp.access import Caller
+from openapi2mcp.access import Caller, needs_confirmation
 from openapi2mcp.audit import AuditRecord
 from openapi2mcp.errors import ErrorCode, ToolFailure
 from openapi2mcp.manifest import (
     DRY_RUN_ARG,
     DRY_RUN_INTERNAL_ARG,
     DRY_RUN_TOKEN_ARG,
-    RISK_ORDER,
     Branch,
     ToolSpec,
 )
@@ -95,12 +94,6 @@ def parse_auto_approve(text: str | Iterable[str] | None) -> frozenset[str]:
             + (": forbidden tools are never callable" if "forbidden" in bad else "")
         )
     return frozenset(words)
-
-
-def needs_confirmation(branch: Branch) -> bool:
-    if branch.confirmation == "never":
-        return False
-    return branch.confirmation == "required" or RISK_ORDER[branch.risk] >= RISK_ORDER["high"]
 
 
 def binding_arguments(arguments: Mapping[str, Any]) -> dict[str, Any]:

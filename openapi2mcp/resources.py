@@ -45,9 +45,10 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from openapi2mcp import listing
 from openapi2mcp import result as results
-from openapi2mcp.access import Caller
+from openapi2mcp.access import Caller, ResourcePolicy, resource_policy
 from openapi2mcp.audit import AuditError, Auditor, AuditRecord
 from openapi2mcp.errors import ErrorCode, ToolError, ToolFailure, did_you_mean
+from openapi2mcp.limits import RateLimiter
 from openapi2mcp.manifest import Manifest, PromptSpec, ResourceSpec, ToolSpec
 from openapi2mcp.shape import compile_expression, compile_schema, describe_error, dumps, error_path, search
 from openapi2mcp.upstream import ConfigError, Payload, Upstream, is_json_media
@@ -80,9 +81,17 @@ def fill(template: str, arguments: Mapping[str, str]) -> str:
 
 
 class _Resource:
-    """A resource spec plus its parsed template and compiled validators."""
+    """A resource spec plus its parsed template, compiled validators and inherited tool policy."""
 
-    def __init__(self, spec: ResourceSpec) -> None:
+    def __init__(self, spec: ResourceSpec, tools: Sequence[ToolSpec] = ()) -> None:
+        self.policy: ResourcePolicy = resource_policy(spec, tools)
+        if self.policy.problems:
+            raise ConfigError(
+                f"resource {spec.name}: reads {spec.operation.id!r}, " + "; and ".join(self.policy.problems)
+                + ". A resource may not be a way around a tool's policy: remove it (recompiling the overlay "
+                "says where)"
+            )
+        spec = spec.model_copy(update={"operation": self.policy.operation(spec.operation)})
         self.spec = spec
         try:
             self.template = UriTemplate.parse(spec.uri)
@@ -101,6 +110,8 @@ class _Resource:
             root["$defs"] = defs
         try:
             self.validator = compile_schema(root, formats=True)
+            # the narrowed argument schemas of the tools on the same operation (access.resource_policy)
+            self.narrowed = [(tool, compile_schema(schema, formats=True)) for tool, schema in self.policy.checks]
             if spec.response.select:
                 compile_expression(spec.response.select)
         except Exception as e:
@@ -109,12 +120,12 @@ class _Resource:
     def arguments(self, values: Mapping[str, str]) -> dict[str, Any]:
         """The URI's values as operation arguments (converted to the parameters' types), or ARGUMENT_INVALID."""
         out = {name: _coerce(text, self.spec.variables.get(name, {})) for name, text in values.items()}
-        for error in self.validator.iter_errors(out):
-            where = error_path(error.absolute_path)
-            raise ToolFailure.of(
-                ErrorCode.ARGUMENT_INVALID, f"{where}: {describe_error(error)}" if where else describe_error(error),
-                field=where or None,
-            )
+        for tool, validator in [("", self.validator), *self.narrowed]:
+            for error in validator.iter_errors(out):
+                where = error_path(error.absolute_path)
+                reason = describe_error(error) + (f" (as tool {tool} requires)" if tool else "")
+                raise ToolFailure.of(ErrorCode.ARGUMENT_INVALID, f"{where}: {reason}" if where else reason,
+                                     field=where or None)
         return out
 
 
@@ -146,15 +157,20 @@ class Catalog:
         for spec in manifest.resources:
             if spec.name in self._resources:
                 raise ConfigError(f"resource {spec.name}: defined twice")
-            self._resources[spec.name] = _Resource(spec)
+            self._resources[spec.name] = _Resource(spec, manifest.tools)
         self._prompts: dict[str, PromptSpec] = {}
+        self._prompt_scopes: dict[str, list[str]] = {}  # its permissions and those of the resources it names
         for prompt in manifest.prompts:
             if prompt.name in self._prompts:
                 raise ConfigError(f"prompt {prompt.name}: defined twice")
+            scopes = list(prompt.permissions)
             for message in prompt.messages:
                 if message.resource is not None and message.resource not in self._resources:
                     raise ConfigError(f"prompt {prompt.name}: embeds the unknown resource {message.resource}")
+                if message.resource is not None:
+                    scopes += self._resources[message.resource].policy.scopes
             self._prompts[prompt.name] = prompt
+            self._prompt_scopes[prompt.name] = list(dict.fromkeys(scopes))
         for tool in manifest.tools:
             for link in tool.links:
                 res = self._resources.get(link.resource)
@@ -168,6 +184,7 @@ class Catalog:
         self._listed_prompts = [types.Prompt.model_validate(p.definition()) for p in self._prompts.values()]
         self._cursor_tag = (manifest.content_hash or "unsealed")[-12:]
         self.auditor = Auditor(None)  # the runtime's audit log: one line per read (audit.py)
+        self.limiter = RateLimiter(None, {})  # the runtime's buckets: a read takes from its tools' (limits.py)
         self.caller_of: Callable[[Any], Caller] | None = None  # the caller of an SDK request (access.py)
 
     @property
@@ -199,8 +216,8 @@ class Catalog:
         if caller is None:
             return True
         if kind == "prompts":
-            return caller.allows(self._prompts[name].permissions)
-        return caller.allows(self._resources[name].spec.permissions)
+            return caller.allows(self._prompt_scopes[name])
+        return caller.allows(self._resources[name].policy.scopes)
 
     def _page(
         self, kind: str, items: Sequence[Any], cursor: str | None, caller: Caller | None
@@ -267,6 +284,10 @@ class Catalog:
         if found is None or not self._allowed("resources", found[0].spec.name, caller):
             raise ToolFailure.of(ErrorCode.NOT_FOUND, self._no_match(uri, caller))  # hidden == absent
         res, values = found
+        refusal = self.limiter.admit(res.policy.tools, caller.id if caller else "")  # the tools' limits hold here too
+        if refusal is not None:
+            raise ToolFailure.of(ErrorCode.RATE_LIMITED, refusal.message(), retryable=True,
+                                 retry_after=refusal.retry_after)
         arguments = res.arguments(values)
         operation = res.spec.operation
         total = self.manifest.upstream.timeout.total

@@ -58,6 +58,7 @@ from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
@@ -122,6 +123,7 @@ from openapi2mcp.upstream import (
 
 if TYPE_CHECKING:
     from openapi2mcp.auth import AuthConfig
+    from openapi2mcp.httpguard import HttpLimits
 
 __all__ = ["ConfigError", "Runtime", "configure_logging", "http_app", "serve_http", "serve_stdio"]
 
@@ -319,6 +321,17 @@ _DENIALS: Final = frozenset({
 })
 
 
+# what policy.confirm records after reading a valid request state (the answered retry of a confirmation)
+_ANSWERED: Final = frozenset({"confirmed", "declined", "cancelled"})
+
+
+@dataclass
+class _Pending:
+    """A rate-limit charge not taken yet (a 2026-07-28 call with a request state): `due` until settled."""
+
+    due: bool
+
+
 @dataclass
 class _Plan:
     """One admitted call: who, which branch, the headers it sends (idempotency key), dry run or not."""
@@ -386,6 +399,7 @@ class Runtime:
         self.limiter = RateLimiter(rate_limit or manifest.upstream.rate_limit,
                                    {t.name: t.rate_limit for t in manifest.tools if t.rate_limit})
         self.catalog = Catalog(manifest, self.upstream, page_size=page_size, max_binary_bytes=max_binary_bytes)
+        self.catalog.limiter = self.limiter  # resource reads count against their tools' limits
         self._init_safety(env, auto_approve, audit_log)
 
     def _init_safety(self, env: Mapping[str, str], auto_approve: str | Iterable[str] | None,
@@ -469,12 +483,26 @@ class Runtime:
         if tool is None or not visible(tool.spec, caller):
             self._audit_denial(record, "UNKNOWN_TOOL")
             raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {name}")
+        # 2026-07-28: a retry carrying a request state is charged at the gate, unless it is the
+        # answered retry of a confirmation whose first leg was charged (one round trip, one token)
+        pending = _Pending(due=asker is not None and asker.request_state is not None)
+        try:
+            return await self._call(tool, name, arguments, record, caller, asker, pending)
+        finally:
+            if pending.due:  # refused before its gate: charged like any call, when a token is there
+                self.limiter.admit(name, caller.id)
+
+    async def _call(
+        self, tool: _Tool, name: str, arguments: Mapping[str, Any] | None, record: AuditRecord, caller: Caller,
+        asker: Asker | None, pending: _Pending,
+    ) -> types.CallToolResult:
+        trace = record.trace_id
         requests: list[dict[str, Any]] = record.requests
         started = time.monotonic()
         outcome = "ok"
         try:
-            self._admit(tool, caller)
-            out = await self._run(tool, dict(arguments or {}), record, caller=caller, asker=asker)
+            self._admit(tool, caller, pending)
+            out = await self._run(tool, dict(arguments or {}), record, caller=caller, asker=asker, pending=pending)
         except InputRequired:
             self._audit_denial(record, None, "input_required")
             raise
@@ -515,14 +543,24 @@ class Runtime:
         )
         return self._audit_result(record, out, outcome)
 
-    def _admit(self, tool: _Tool, caller: Caller) -> None:
-        """Step-up scope and rate limits, before anything else: a refused call sends nothing upstream."""
+    def _admit(self, tool: _Tool, caller: Caller, pending: _Pending | None = None) -> None:
+        """Step-up scope and rate limits, before anything else: a refused call sends nothing upstream.
+
+        A `pending` charge (a call with a request state) is left to the gate.
+        """
         needed = needs_step_up(tool.spec, caller)
         if needed:  # HTTP answers 403 before the call gets here (auth.AuthGate); stdio and in-memory land here
+            if pending is not None:
+                pending.due = False  # refused before rate limiting: no token, as for any call
             raise ToolFailure.of(
                 ErrorCode.PERMISSION_DENIED,
                 f"{tool.spec.name} needs step-up authorization: the scope {needed[-1]}, which this caller lacks",
             )
+        if pending is None or not pending.due:
+            self._charge(tool, caller)
+
+    def _charge(self, tool: _Tool, caller: Caller) -> None:
+        """One token from each bucket of this call, or RATE_LIMITED (retryable, with the wait)."""
         refusal = self.limiter.admit(tool.spec.name, caller.id)
         if refusal is not None:
             raise ToolFailure.of(ErrorCode.RATE_LIMITED, refusal.message(), retryable=True,
@@ -556,7 +594,8 @@ class Runtime:
         return sorted(found)
 
     async def _run(
-        self, tool: _Tool, arguments: dict[str, Any], record: AuditRecord, *, caller: Caller, asker: Asker | None
+        self, tool: _Tool, arguments: dict[str, Any], record: AuditRecord, *, caller: Caller, asker: Asker | None,
+        pending: _Pending | None = None,
     ) -> types.CallToolResult:
         trace = record.trace_id
         if log.isEnabledFor(logging.DEBUG):
@@ -570,7 +609,7 @@ class Runtime:
         check_arguments(tool.arguments, arguments)
         branch = choose_branch(tool, arguments)
         arguments = _with_defaults(tool.spec.input_schema, arguments)
-        plan = await self._gate(tool, branch, arguments, caller, asker, record)  # before the deadline starts
+        plan = await self._gate(tool, branch, arguments, caller, asker, record, pending)  # before the deadline
         try:
             with anyio.fail_after(self.manifest.upstream.timeout.total):
                 if plan.dry_run:
@@ -656,9 +695,12 @@ class Runtime:
 
     async def _gate(
         self, tool: _Tool, branch: Branch, arguments: dict[str, Any], caller: Caller, asker: Asker | None,
-        record: AuditRecord,
+        record: AuditRecord, pending: _Pending | None = None,
     ) -> _Plan:
-        """Dry run or real call; a real one needs its dry-run token and the confirmation first (policy.py)."""
+        """Dry run or real call; a real one needs its dry-run token and the confirmation first (policy.py).
+
+        `pending`: the rate-limit charge of a call with a request state, settled here (see `call`).
+        """
         spec = tool.spec
         record.branch, record.risk = branch.key, branch.risk
         dry = branch.dry_run is not None and arguments.get(DRY_RUN_ARG) is True
@@ -672,7 +714,14 @@ class Runtime:
         else:
             if branch.dry_run is not None and branch.dry_run.mode == "required":
                 self.policy.check_dry_run(spec, branch, arguments, caller)
-            await self.policy.confirm(spec, branch, arguments, caller, asker, record)
+            try:
+                await self.policy.confirm(spec, branch, arguments, caller, asker, record)
+            finally:
+                if pending is not None and pending.due and record.confirmation in _ANSWERED:
+                    pending.due = False  # the state was valid and is now spent: its first leg paid for this call
+        if pending is not None and pending.due:
+            pending.due = False
+            self._charge(tool, caller)  # a request state that answered nothing buys nothing
         return _Plan(tool=spec, branch=branch, caller=caller, record=record, headers=headers, dry_run=dry)
 
     async def _fetch(
@@ -951,15 +1000,17 @@ def http_app(
     log_level: str | int | None = None,
     auth: AuthConfig | None = None,
     no_auth: bool = False,
+    limits: HttpLimits | None = None,
     **opts: Any,
 ) -> Starlette:
     """A Starlette app: the MCP endpoint at `path` plus `GET /healthz`; closes the client on shutdown.
 
     Takes the options of `serve_http` (`port` is unused here); the rest go to `Runtime`. `auth`
     (auth.auth_config) protects everything but /healthz and the protected-resource metadata; a
-    non-loopback `host` without it needs `no_auth=True`.
+    non-loopback `host` without it needs `no_auth=True`. `limits` (httpguard.py): the sessions per caller.
     """
     from openapi2mcp import auth as access_auth  # the HTTP transport's auth; stdio never loads it
+    from openapi2mcp import httpguard
 
     if log_level is not None:
         configure_logging(log_level)
@@ -967,6 +1018,8 @@ def http_app(
     config = auth or access_auth.AuthConfig()
     if not config.enabled and host not in _LOOPBACK and host != "" and not no_auth:
         raise ConfigError(access_auth.needs_auth_message(host))
+    access_auth.require_public_url(config, host_checked=security.enable_dns_rebinding_protection)
+    limits = limits or httpguard.HttpLimits()
     runtime = runtime or Runtime(manifest, **opts)
     server = runtime.build_server(stateless=stateless)
     mcp_app = server.streamable_http_app(
@@ -989,11 +1042,16 @@ def http_app(
             await runtime.aclose()
 
     routes: list[Route | Mount] = [Route("/healthz", healthz, methods=["GET"])]
-    middleware = []
+    # outermost: the Host check, before anything builds a URL from the Host (httpguard.py)
+    middleware = [Middleware(httpguard.HostGuard, settings=security, open_paths=frozenset({"/healthz"}))]
     if config.enabled:
         routes += access_auth.metadata_routes(config, path, scopes_supported=runtime.scopes_supported(),
                                               resource_name=manifest.server.title or manifest.server.name)
-        middleware = access_auth.middleware(config, mcp_path=path, challenge=runtime.step_up_challenge)
+        middleware += access_auth.middleware(config, mcp_path=path, challenge=runtime.step_up_challenge)
+    if not stateless and limits.sessions_per_caller:  # after auth: a caller is its token's subject
+        middleware.append(Middleware(httpguard.SessionCap, path=path, limit=limits.sessions_per_caller,
+                                     live=httpguard.sdk_sessions(server.session_manager)))
+    middleware.append(Middleware(httpguard.WholeBody))  # the MCP app never starts on half a body
     routes.append(Mount("/", app=mcp_app))
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
 
@@ -1009,10 +1067,15 @@ async def serve_http(
     allowed_hosts: list[str] | None = None,
     allowed_origins: list[str] | None = None,
     log_level: str | int | None = None,
+    limits: HttpLimits | None = None,
     **opts: Any,
 ) -> None:
     """Serve Streamable HTTP with uvicorn until interrupted (graceful shutdown closes the client)."""
     import uvicorn  # only the HTTP transport needs it
+
+    from openapi2mcp.httpguard import HttpLimits, uvicorn_settings
+
+    limits = limits or HttpLimits()
 
     app = http_app(
         manifest,
@@ -1023,10 +1086,10 @@ async def serve_http(
         json_response=json_response,
         allowed_hosts=allowed_hosts,
         allowed_origins=allowed_origins,
+        limits=limits,
         **opts,
     )
     level = logging.getLevelName(log_level) if isinstance(log_level, int) else (log_level or "info")
-    config = uvicorn.Config(
-        app, host=host, port=port, log_level=str(level).lower(), lifespan="on", timeout_graceful_shutdown=10
-    )
+    config = uvicorn.Config(app, host=host, port=port, log_level=str(level).lower(), lifespan="on",
+                            timeout_graceful_shutdown=10, **uvicorn_settings(limits))
     await uvicorn.Server(config).serve()

@@ -284,7 +284,7 @@ def test_auth_configuration_rules() -> None:
     assert config.describe() == "1 static token + JWT"  # audience defaults to the resource URL
     assert config.authorization_servers == ("https://idp.example.com",)
     assert parse_scopes("notes:read, tasks:write") == frozenset({"notes:read", "tasks:write"})
-    assert parse_scopes("*") is None and parse_scopes("") is None
+    assert parse_scopes("*") is None and parse_scopes("") == frozenset() and parse_scopes([]) == frozenset()
 
 
 # ============================================================================ overlay -> Manifest
@@ -545,8 +545,8 @@ async def test_rate_limits_refuse_without_calling_the_upstream(static_server: Ht
         assert 0 < limited["retryAfter"] <= 60
         assert "notes_read's limit is 1/min (burst 2, per caller)" in limited["message"]
         ok(await stepped.call_tool("notes_search", {"keyword": "mcp"}))  # other tools are not limited
-    async with client(url, READER, "auto") as reader:  # per caller: the reader has its own bucket
-        ok(await reader.call_tool("notes_read", path))
+    async with client(url, WRITER, "auto") as writer:  # per caller: the writer has its own bucket
+        ok(await writer.call_tool("notes_read", path))  # (the reader's went on the `note` resource: same limit)
     assert notes_up.count("readNote") == before + 3  # the refused call made no request
 
 
@@ -719,7 +719,7 @@ def test_non_loopback_http_without_auth_is_refused(overlay_file: Path, tmp_path:
     with running(command, child_env(), tmp_path / "no-auth.log", base):
         answer = httpx2.post(base + "/mcp", json=init_message(), headers=ACCEPT, trust_env=False)
         assert answer.status_code == 200
-    assert "(auth: none)" in (tmp_path / "no-auth.log").read_text()
+    assert "(auth: none; anonymous callers have every scope)" in (tmp_path / "no-auth.log").read_text()
 
 
 @pytest.mark.anyio
