@@ -494,11 +494,15 @@ def _apply_param_defs(
 def _match_param(
     key: str, pdef: ParamDef, by_wire: dict[str, Arg], by_name: dict[str, Arg]
 ) -> tuple[Arg | None, str]:
-    """Find the argument a `params` key means; returns it and the name the model will see."""
-    found = by_wire.get(key) or by_name.get(key)
+    """Find the argument a `params` key means; returns it and the name the model will see.
+
+    The name the model sees wins over a spec name: a path parameter `path` and a body property
+    `path` (served as `body_path`) are `path` and `body_path` here, as in the input schema.
+    """
+    found = by_name.get(key) or by_wire.get(key)
     if pdef.rename is None:
         return found, found.name if found else key
-    other = by_wire.get(pdef.rename) or by_name.get(pdef.rename)
+    other = by_name.get(pdef.rename) or by_wire.get(pdef.rename)
     if found and not other:
         return found, pdef.rename  # q_limit: {rename: limit}
     if other and not found:
