@@ -20,10 +20,8 @@ import jsonschema
 import pytest
 from anyio.from_thread import BlockingPortal
 
-from tests.e2e_support import HttpServer, McpSession, err, no_traceback, ok, portal
-from tests.thirdparty import TRANSPORTS, Overlay, Service, User, connect, fetch_spec, server_python
-
-pytestmark = pytest.mark.thirdparty
+from tests.e2e_support import HttpServer, McpSession, err, no_traceback, ok
+from tests.thirdparty.support import TRANSPORTS, Overlay, Service, User, connect, fetch_spec, server_python
 
 OVERLAY = Overlay("chroma")
 CANARY = "canary-chroma-9d1c7e55a0b34f2e"  # sent as x-chroma-token; must never reach a client or a log
@@ -31,17 +29,6 @@ TENANT = "default_tenant"
 
 
 # ============================================================================ fixtures
-
-
-@pytest.fixture(scope="module")
-def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("chroma")
-
-
-@pytest.fixture(scope="module")
-def loop() -> Iterator[BlockingPortal]:
-    with portal() as p:
-        yield p
 
 
 @pytest.fixture(scope="module")
@@ -76,21 +63,6 @@ def http(served: tuple[list[str], dict[str, str]], logs: Path) -> Iterator[HttpS
     args, env = served
     with HttpServer.start([*args, "--sse"], log_dir=logs, env=env) as server:  # --sse: 2025-11-25 elicitation
         yield server
-
-
-@pytest.fixture(scope="module")
-def user() -> User:
-    return User()
-
-
-@pytest.fixture(autouse=True)
-def fresh_user(user: User) -> None:
-    user.reset()
-
-
-@pytest.fixture(scope="module", params=list(TRANSPORTS))
-def transport(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
 
 
 @pytest.fixture(scope="module")
@@ -303,13 +275,16 @@ def test_upstream_down(transport: str, session: McpSession, chroma: Service, dat
     assert ok(session.call("collections_find", {"database": database}))["items"]  # back once it is
 
 
-def test_the_token_never_reaches_clients_or_logs(transport: str, session: McpSession, http: HttpServer) -> None:
+def test_the_token_never_reaches_clients_or_logs(
+    transport: str, session: McpSession, http: HttpServer, chroma: Service
+) -> None:
     result = session.call("collections_find", {})
     ok(result)
     assert result.meta is not None
     [request] = result.meta["openapi2mcp/requests"]
     assert (request["method"], request["status"]) == ("GET", 200)
-    assert request["url"].endswith("/api/v2/tenants/default_tenant/databases/default_database/collections?offset=0&limit=5")
+    listed = f"{chroma.url}/api/v2/tenants/{TENANT}/databases/default_database/collections?offset=0&limit=5"
+    assert request["url"] == listed  # the defaults (database, page size) were sent
     for seen in session.seen:
         assert CANARY not in seen
     log = session.stderr() if TRANSPORTS[transport][0] == "stdio" else http.stderr()

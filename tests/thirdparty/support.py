@@ -1,4 +1,4 @@
-"""Helpers for the third-party tier (tests/test_thirdparty_*.py): real REST servers we did not write.
+"""Helpers for the third-party tier (tests/thirdparty/): real REST servers we did not write.
 
 Each server is installed by `.ci/thirdparty.sh` into a venv of its own under `.cache/thirdparty/`
 and started here as a subprocess on 127.0.0.1, the way its own documentation starts it. Its
