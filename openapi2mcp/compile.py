@@ -508,6 +508,8 @@ def _match_param(
     if other and not found:
         return other, key  # limit: {rename: q_limit}
     if found and other:
+        if found is other:  # `_sort: {rename: sort}` where `_sort` is already served as `sort`
+            return found, found.name
         raise ValueError(f"both {key!r} and {pdef.rename!r} are parameters of this operation: rename is ambiguous")
     return None, key
 

@@ -172,6 +172,13 @@ def test_params_keys_mean_the_argument_the_model_sees(tmp_path: Path) -> None:
         """)
     props = tool(renamed, "items.put").input_schema["properties"]
     assert {"itemId", "new_id"} <= set(props) and "body_itemId" not in props
+    # a rename to the name the argument is already served as (Kinto's `_sort` is served as `sort`)
+    same = compile_text(tmp_path, MINI, """\
+        openapi2mcp: 1
+        tools:
+          - {name: items.get, operation: getItem, params: {"filter[status]": {rename: filter_status}}}
+        """)
+    assert "filter_status" in tool(same, "items.get").input_schema["properties"]
 
 
 def test_non_object_body_is_one_argument_and_arrays_are_wrapped(tmp_path: Path) -> None:

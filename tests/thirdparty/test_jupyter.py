@@ -300,10 +300,12 @@ def test_drift_the_unpatched_spec_still_answers(jupyter: Service, spec: Path, lo
     finally:
         s.close()
     assert not result.is_error, result.model_dump_json()
-    structured = result.structured_content
+    structured = result.structured_content  # the SDK client validated it against the outputSchema
     assert structured is not None and structured["name"] == "notes" and structured["type"] == "directory"
+    assert structured["hash_algorithm"] is None and structured["mimetype"] is None  # nulls are accepted as they are
+    assert structured["content"] is None  # an array where the spec says string: left out (the key is required)
     upstream = json.loads(result.content[0].text)  # type: ignore[union-attr]
-    assert isinstance(upstream["content"], list) and upstream["hash_algorithm"] is None  # unchanged in text
-    repaired = json.dumps(result.meta)
-    for path in ("content", "hash_algorithm", "mimetype"):
-        assert path in repaired, (path, result.meta)
+    assert sorted(e["name"] for e in upstream["content"]) == ["2024", "logo.png", "todo.md"]  # unchanged in the text
+    assert result.meta is not None
+    repairs = [r for v in result.meta.values() if isinstance(v, list) for r in v if isinstance(r, dict) and "path" in r]
+    assert [(r["path"], r["expected"], r["got"]) for r in repairs] == [("content", "string", "array")], result.meta

@@ -275,9 +275,17 @@ def test_lists_page_through_post_bodies(
 
 
 @pytest.mark.xfail(strict=True, reason="branch drift (issue 10 part 5): errors on nullable arguments describe X")
-def test_errors_on_nullable_arguments_describe_the_value_branch(transport: str, session: McpSession) -> None:
-    """VariableUpdate.name is anyOf [{type: string, maxLength: 255}, {type: null}] (served as new_name)."""
-    body = err(session.call("variables_manage", {"action": "update", "name": "x", "new_name": "y" * 300}),
+def test_errors_on_nullable_arguments_describe_the_value_branch(
+    transport: str, session: McpSession, prefect: Service
+) -> None:
+    """VariableUpdate.tags is anyOf [{type: array, items: string}, {type: null}]; FlowCreate.labels is
+    anyOf [{type: object, additionalProperties: anyOf [boolean, integer, number, string]}, {type: null}].
+    Today: "tags: expected null, got array" and "labels: expected null, got object"."""
+    before = prefect.relay.bytes_up
+    tags = err(session.call("variables_manage", {"action": "update", "name": "x", "tags": ["ok", 1]}),
                "ARGUMENT_INVALID")
-    assert body["field"] == "new_name"
-    assert "expected null" not in body["message"] and "too long" in body["message"], body
+    assert tags["message"].startswith("tags[1]: expected string, got integer"), tags
+    labels = err(session.call("flows_manage", {"action": "create", "name": "x", "labels": {"team": ["a"]}}),
+                 "ARGUMENT_INVALID")
+    assert labels["message"].startswith("labels.team: expected boolean or integer or number or string"), labels
+    assert prefect.relay.bytes_up == before
