@@ -588,16 +588,22 @@ def _match_body_field(
 def _match_param(
     key: str, pdef: ParamDef, by_wire: dict[str, Arg], by_name: dict[str, Arg]
 ) -> tuple[Arg | None, str]:
-    """Find the argument a `params` key means; returns it and the name the model will see."""
-    found = by_wire.get(key) or by_name.get(key)
+    """Find the argument a `params` key means; returns it and the name the model will see.
+
+    The name the model sees wins over a spec name: a path parameter `path` and a body property
+    `path` (served as `body_path`) are `path` and `body_path` here, as in the input schema.
+    """
+    found = by_name.get(key) or by_wire.get(key)
     if pdef.rename is None:
         return found, found.name if found else key
-    other = by_wire.get(pdef.rename) or by_name.get(pdef.rename)
+    other = by_name.get(pdef.rename) or by_wire.get(pdef.rename)
     if found and not other:
         return found, pdef.rename  # q_limit: {rename: limit}
     if other and not found:
         return other, key  # limit: {rename: q_limit}
     if found and other:
+        if found is other:  # `_sort: {rename: sort}` where `_sort` is already served as `sort`
+            return found, found.name
         raise ValueError(f"both {key!r} and {pdef.rename!r} are parameters of this operation: rename is ambiguous")
     return None, key
 

@@ -10,7 +10,8 @@ from tests.local import EXAMPLES as EXAMPLES  # for the test modules that import
 from tests.local import corpus_dir
 
 # Modules whose module-scoped fixtures start `openapi2mcp serve` processes, build packages or a
-# container image, or run the Node clients. Each runs on one xdist worker, so that work is done
+# container image, or run the Node clients (and every module of tests/thirdparty/, which starts
+# a third-party server). Each runs on one xdist worker, so that work is done
 # once, not once on every worker that gets some of the module's tests.
 ONE_WORKER = {
     "test_access",
@@ -33,7 +34,10 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if item.path.stem in ONE_WORKER:
+        if item.path.parent.name == "thirdparty":
+            item.add_marker(pytest.mark.thirdparty)
+            item.add_marker(pytest.mark.xdist_group(f"thirdparty_{item.path.stem}"))
+        elif item.path.stem in ONE_WORKER:
             item.add_marker(pytest.mark.xdist_group(item.path.stem))
 
 

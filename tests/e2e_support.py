@@ -217,6 +217,7 @@ class McpSession:
         stdout_copy: Path | None = None,
         errlog: Path | None = None,
         errlog_file: IO[str] | None = None,
+        elicitation_callback: Any = None,
     ) -> None:
         self.portal = portal
         self.label = label
@@ -225,7 +226,7 @@ class McpSession:
         self.errlog = errlog
         self._errlog_file = errlog_file
         self.seen: list[str] = []
-        client = Client(target, mode=mode)  # type: ignore[arg-type]
+        client = Client(target, mode=mode, elicitation_callback=elicitation_callback)  # type: ignore[arg-type]
         self._cm = portal.wrap_async_context_manager(client)
         try:
             self.client: Client = self._cm.__enter__()
@@ -233,8 +234,10 @@ class McpSession:
             raise RuntimeError(f"MCP session {label} did not start: {e!r}\n{self.stderr()[-3000:]}") from e
 
     @classmethod
-    def http(cls, portal: BlockingPortal, url: str, *, mode: str, label: str) -> McpSession:
-        return cls(portal, url, mode=mode, label=label)
+    def http(
+        cls, portal: BlockingPortal, url: str, *, mode: str, label: str, elicitation_callback: Any = None
+    ) -> McpSession:
+        return cls(portal, url, mode=mode, label=label, elicitation_callback=elicitation_callback)
 
     @classmethod
     def stdio(
@@ -246,6 +249,7 @@ class McpSession:
         label: str,
         log_dir: Path,
         env: Mapping[str, str] | None = None,
+        elicitation_callback: Any = None,
     ) -> McpSession:
         """`openapi2mcp serve ARGS` over stdio; its stdout is copied to a file with `tee`."""
         stem = f"stdio-{label}-{time.monotonic_ns()}"
@@ -268,6 +272,7 @@ class McpSession:
                 stdout_copy=stdout_copy,
                 errlog=errlog,
                 errlog_file=errlog_file,
+                elicitation_callback=elicitation_callback,
             )
         except BaseException:
             errlog_file.close()

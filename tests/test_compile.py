@@ -148,6 +148,40 @@ def test_request_body_is_flattened_without_collisions(tmp_path: Path) -> None:
     assert body.properties["body_itemId"] == "itemId"
 
 
+def test_params_keys_mean_the_argument_the_model_sees(tmp_path: Path) -> None:
+    """putItem has a path parameter and a body property both called itemId (the body's is body_itemId).
+
+    Found with Jupyter Server's PUT/PATCH /api/contents/{path}, whose bodies have a `path` too: the
+    overlay's `path` settings landed on the body property while the model saw the path parameter.
+    """
+    c = compile_text(tmp_path, MINI, """\
+        openapi2mcp: 1
+        tools:
+          - name: items.put
+            operation: putItem
+            params:
+              itemId: {description: "The item to replace."}
+              body_itemId: {hidden: true}
+        """)
+    props = tool(c, "items.put").input_schema["properties"]
+    assert props["itemId"]["description"] == "The item to replace."
+    assert "body_itemId" not in props
+    renamed = compile_text(tmp_path, MINI, """\
+        openapi2mcp: 1
+        tools:
+          - {name: items.put, operation: putItem, params: {new_id: {rename: body_itemId}}}
+        """)
+    props = tool(renamed, "items.put").input_schema["properties"]
+    assert {"itemId", "new_id"} <= set(props) and "body_itemId" not in props
+    # a rename to the name the argument is already served as (Kinto's `_sort` is served as `sort`)
+    same = compile_text(tmp_path, MINI, """\
+        openapi2mcp: 1
+        tools:
+          - {name: items.get, operation: getItem, params: {"filter[status]": {rename: filter_status}}}
+        """)
+    assert "filter_status" in tool(same, "items.get").input_schema["properties"]
+
+
 def test_non_object_body_is_one_argument_and_arrays_are_wrapped(tmp_path: Path) -> None:
     c = compile_text(tmp_path, MINI, all_operations=True)
     bulk = tool(c, "bulk")
