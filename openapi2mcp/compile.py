@@ -752,9 +752,10 @@ def operation_args(ctx: Context, op: Operation) -> list[Arg]:
         if "example" in p and "examples" not in schema and not isinstance(p["example"], dict | list):
             schema = {**schema, "examples": [p["example"]]}
         required = loc == "path" or p.get("required") is True
-        schema = _not_empty(schema, loc, required, allow_empty=p.get("allowEmptyValue") is True)
+        schema = _needs_an_item(schema, required)
         spec = ParamSpec(name=wire, location=loc, style=str(style), explode=bool(explode),
                          allow_reserved=p.get("allowReserved") is True, required=required,
+                         allow_empty=loc == "query" and p.get("allowEmptyValue") is True,
                          content_type=content_type)
         args.append(Arg(name=_arg_name(wire), wire=wire, location=loc, schema=schema, required=required,
                         param=spec, sensitive=_is_sensitive(wire, schema)))
@@ -762,21 +763,11 @@ def operation_args(ctx: Context, op: Operation) -> list[Arg]:
     return _dedupe_names(args)
 
 
-def _not_empty(schema: dict[str, Any], location: str, required: bool, *, allow_empty: bool) -> dict[str, Any]:
-    """What the wire cannot carry, said in the argument's schema so the model knows it.
-
-    A path value may not be empty (the runtime refuses it: `/pets/` is another resource), nor a
-    query value unless the spec sets `allowEmptyValue` (`?q=` is refused by servers that validate,
-    openapi-core among them); a required array parameter needs an item, as an empty list is not
-    sent at all (RFC 6570).
-    """
-    types = schema_types(schema)
-    can_be_empty = location not in ("query", "path") or (location == "query" and allow_empty)
-    if not can_be_empty and "string" in types and "enum" not in schema \
-            and not schema.get("minLength") and "const" not in schema:
-        schema = {**schema, "minLength": 1}
-    if required and types == {"array"} and not schema.get("minItems"):
-        schema = {**schema, "minItems": 1}
+def _needs_an_item(schema: dict[str, Any], required: bool) -> dict[str, Any]:
+    """A required array parameter needs an item: an empty list is not sent at all (RFC 6570), and
+    the model should know that from the schema rather than from an error."""
+    if required and schema_types(schema) == {"array"} and not schema.get("minItems"):
+        return {**schema, "minItems": 1}
     return schema
 
 

@@ -76,6 +76,7 @@ class ParamSpec(_Model):
     style: str = "form"  # OpenAPI serialisation style
     explode: bool = True
     allow_reserved: bool = False
+    allow_empty: bool = False  # query: the spec's allowEmptyValue (else an empty value is refused)
     content_type: str | None = None  # set when the spec gives `content` instead of `schema`
 
 

@@ -573,6 +573,9 @@ def _scalar(value: Any) -> str:
         return value
     if value is None:
         return ""
+    if isinstance(value, float) and value.is_integer():
+        # JSON Schema counts 1e3 and 2.0 as integers; in a URL an integer parameter must read as one
+        return str(int(value))
     return _json(value)
 
 
@@ -629,6 +632,7 @@ def path_value(p: ParamSpec, value: Any) -> str:
     name = _pct(p.name)
     style = p.style if p.style in ("simple", "label", "matrix") else "simple"
     if isinstance(value, list):
+        _no_delimiter(p, value, "." if style == "label" and p.explode else ",")
         items = [_pct(v) for v in value]
         if style == "label":
             return "." + ("." if p.explode else ",").join(items)
@@ -636,6 +640,7 @@ def path_value(p: ParamSpec, value: Any) -> str:
             return "".join(f";{name}={i}" for i in items) if p.explode else f";{name}=" + ",".join(items)
         return ",".join(items)
     if isinstance(value, dict):
+        _no_delimiter(p, [*value, *value.values()], ",")
         pairs = [(_pct(k), _pct(v)) for k, v in value.items()]
         flat = ",".join(f"{k},{v}" for k, v in pairs)
         if style == "label":
@@ -686,12 +691,24 @@ def query_pairs(p: ParamSpec, value: Any) -> list[tuple[str, str]]:
     if isinstance(value, list):
         if p.explode:
             return [(name, enc(v)) for v in value]
+        _no_delimiter(p, value, unquote(delimiter))
         return [(name, delimiter.join(enc(v) for v in value))]
     if isinstance(value, dict):
         if p.explode:
             return [(_pct(k), enc(v)) for k, v in value.items()]
+        _no_delimiter(p, [*value, *value.values()], unquote(delimiter))
         return [(name, delimiter.join(f"{enc(k)}{delimiter}{enc(v)}" for k, v in value.items()))]
     return [(name, enc(value))]
+
+
+def _no_delimiter(p: ParamSpec, items: list[Any], delimiter: str) -> None:
+    """Items joined by `delimiter` into one value must not hold it: servers decode the value before
+    they split it, so an encoded delimiter splits too (`[","]` would arrive as two empty items)."""
+    for i, item in enumerate(items):
+        if delimiter in _scalar(item):
+            who = p.arg or p.name
+            raise _invalid(f"{who}[{i}]: may not contain {delimiter!r}, which separates the items of {who} "
+                           "on the wire", f"{who}[{i}]")
 
 
 def _deep_object(prefix: str, value: dict[str, Any], enc: Callable[[Any], str]) -> list[tuple[str, str]]:
@@ -982,6 +999,8 @@ def prepare(settings: Settings, op: OperationSpec, inputs: Mapping[str, Any], ev
                 raise _invalid(f"{p.arg or p.name} must not be empty (it is part of the URL path)", p.arg)
             path_values[p.name] = encoded
         elif p.location == "query":
+            if value == "" and p.arg is not None and not p.allow_empty:  # OpenAPI: `?q=` only with allowEmptyValue
+                raise _invalid(f"{p.arg}: may not be empty" + ("" if p.required else " (leave it out instead)"), p.arg)
             names.check(p, value)
             query += query_pairs(p, value)
         elif p.location == "header":

@@ -780,3 +780,36 @@ async def test_a_body_with_min_properties_is_not_sent_short(upstream: str) -> No
     pets = compile_example("petstore").manifest.tool("pets_update")
     assert pets is not None and pets.branches[0].steps[0].operation.body is not None
     assert pets.branches[0].steps[0].operation.body.min_properties == 1
+
+
+@pytest.mark.anyio
+async def test_an_empty_query_value_is_sent_only_when_the_spec_allows_it(upstream: str) -> None:
+    """OpenAPI's allowEmptyValue defaults to false, and validating servers refuse `?q=`: a model's ""
+    is refused by name before anything is sent, unless the spec allows it (found by the property tier)."""
+    allowed = ParamSpec(name="tag", location="query", arg="tag", allow_empty=True)
+    m = manifest(upstream, tool("t", op("GET", "/echo", q("name"), allowed, q("ids", explode=False))))
+    refused = error(await call(m, "t", {"name": ""}))
+    assert (refused["code"], refused["field"]) == ("ARGUMENT_INVALID", "name")
+    assert refused["message"] == "name: may not be empty (leave it out instead)"
+    assert seen(await call(m, "t", {"name": "x", "tag": ""}))["query"] == "name=x&tag="
+    assert seen(await call(m, "t", {"name": "y", "ids": []}))["query"] == "name=y"  # not `ids=` (RFC 6570)
+    assert seen(await call(m, "t", {"name": "y", "ids": [1, 2]}))["query"] == "name=y&ids=1,2"
+
+
+@pytest.mark.anyio
+async def test_an_item_holding_its_delimiter_is_refused(upstream: str) -> None:
+    """`ids=a%2Cb` is split after decoding by real servers: `["a,b"]` would arrive as two items."""
+    m = manifest(upstream, tool("t", op("GET", "/echo", q("ids", explode=False), q("pipes", style="pipeDelimited",
+                                                                                    explode=False))))
+    refused = error(await call(m, "t", {"ids": ["ok", "a,b"]}))
+    assert (refused["code"], refused["field"]) == ("ARGUMENT_INVALID", "ids[1]")
+    assert "may not contain ','" in refused["message"]
+    assert seen(await call(m, "t", {"ids": ["a", "b"], "pipes": ["x,y"]}))["query"] == "ids=a,b&pipes=x%2Cy"
+    assert error(await call(m, "t", {"pipes": ["x|y"]}))["field"] == "pipes[0]"
+
+
+@pytest.mark.anyio
+async def test_integral_floats_are_sent_as_integers(upstream: str) -> None:
+    """JSON Schema counts 1e3 as an integer, so it passes `type: integer`; `?page=1e%2B3` would not parse."""
+    m = manifest(upstream, tool("t", op("GET", "/echo", q("page"), q("ratio"))))
+    assert seen(await call(m, "t", {"page": 1e3, "ratio": 0.5}))["query"] == "page=1000&ratio=0.5"

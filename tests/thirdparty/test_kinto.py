@@ -23,7 +23,7 @@ from anyio.from_thread import BlockingPortal
 from tests.e2e_support import HttpServer, McpSession, err, no_traceback, ok, run_cli
 from tests.thirdparty.support import TRANSPORTS, Overlay, Service, User, connect, fetch_spec, server_python
 
-OVERLAY = Overlay("kinto", pending={"records_list": "branch paging: the next_url pagination style (Next-Page)"})
+OVERLAY = Overlay("kinto")
 USER = "librarian"
 PASSWORD = "canary-kinto-0e7a41c95b2d4f17"  # the account's password: never in a result or a log
 BUCKET = "library"
@@ -284,15 +284,14 @@ def test_a_wrong_password_is_unauthorized(kinto: Service, spec: Path, logs: Path
             assert refused["status"] == 401 and "changing arguments will not help" in refused["message"]
 
 
-# ============================================================================ needs branch `paging`
+# ============================================================================ paging by the Next-Page URL
 
 
-@pytest.mark.xfail(strict=True, reason=OVERLAY.pending["records_list"])
 def test_paging_follows_the_next_page_url(kinto: Service, spec: Path, logs: Path, loop: BlockingPortal) -> None:
     """records_list as overlays/kinto.yaml writes it: `_limit` + the `Next-Page` URL (issue 10 part 3).
 
-    Today `style: next_url` does not exist (the overlay does not compile), and `header_cursor` sends
-    the whole URL back as `_token`, which Kinto answers with 400.
+    Kinto answers with the next page's full URL (`...?_limit=5&_token=...`); `header_cursor` used to
+    send that whole URL back as `_token`, which Kinto answers with 400. `style: next_url` follows it.
     """
     name = "paged"
     with rest(kinto) as api:

@@ -24,8 +24,7 @@ from anyio.from_thread import BlockingPortal
 from tests.e2e_support import HttpServer, McpSession, err, no_traceback, ok, run_cli
 from tests.thirdparty.support import TRANSPORTS, Overlay, Service, User, connect, fetch_spec, server_python
 
-PAGING = "branch paging: pagination fields in the JSON request body, nested body fields as flat arguments"
-OVERLAY = Overlay("prefect", pending={"variables_list": PAGING, "flows_list": PAGING})
+OVERLAY = Overlay("prefect")
 
 
 # ============================================================================ fixtures
@@ -250,7 +249,6 @@ def _page_all(s: McpSession, tool: str, arguments: dict[str, Any]) -> tuple[list
         assert pages < 10
 
 
-@pytest.mark.xfail(strict=True, reason=PAGING)
 def test_lists_page_through_post_bodies(
     prefect: Service, spec: Path, listing: str, logs: Path, loop: BlockingPortal
 ) -> None:
