@@ -43,7 +43,7 @@ import sys
 import time
 import traceback
 import uuid
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -72,7 +72,15 @@ from openapi2mcp.access import (
     step_up_scope,
     visible,
 )
-from openapi2mcp.audit import AUDIT_LOG_VAR, AuditError, AuditLog, Auditor, AuditRecord, redact_arguments
+from openapi2mcp.audit import (
+    AUDIT_LOG_VAR,
+    AuditError,
+    AuditLog,
+    Auditor,
+    AuditRecord,
+    redact_arguments,
+    repairs_summary,
+)
 from openapi2mcp.errors import ErrorCode, ToolError, ToolFailure, did_you_mean
 from openapi2mcp.limits import RateLimiter
 from openapi2mcp.manifest import (
@@ -105,6 +113,7 @@ from openapi2mcp.shape import (
     compile_schema,
     describe_error,
     error_path,
+    leaf_errors,
     search,
     truthy,
 )
@@ -126,6 +135,7 @@ __all__ = ["ConfigError", "Runtime", "configure_logging", "http_app", "serve_htt
 log = logging.getLogger("openapi2mcp.runtime")
 
 MAX_REPORTED_PROBLEMS: Final = 5
+MAX_NULL_ROUNDS: Final = 8
 DEFAULT_MAX_BINARY_BYTES: Final = 4_000_000
 _LOOPBACK: Final = ("127.0.0.1", "localhost", "::1")
 
@@ -157,7 +167,8 @@ class _Tool:
             # `check`: validate the schemas themselves against the metaschema (see compile_schema)
             self.arguments = compile_schema(spec.input_schema, formats=True, check=check)
             self.shaper = Shaper(spec.response, spec.output_schema, check=check)
-            self.shapers = {b.key: self.shaper.with_response(b.response) for b in spec.branches if b.response}
+            self.shapers = {b.key: self.shaper.with_response(b.response or spec.response, b.output_schema)
+                            for b in spec.branches if b.response or b.output_schema}
             self.pagers = {b.key: Paginator(spec.name, b.pagination, signer) for b in spec.branches if b.pagination}
             for expr in _expressions(spec):
                 compile_expression(expr)
@@ -198,7 +209,14 @@ def _expressions(spec: ToolSpec) -> list[str]:
 
 
 def _problems(error: ValidationError) -> list[tuple[str, str]]:
-    """(field, reason) pairs for one schema error; required/unknown are named precisely."""
+    """(field, reason) pairs for one schema error; required/unknown are named precisely.
+
+    An anyOf/oneOf error is described by the branch the value was meant for (shape.leaf_errors):
+    `flows.name.like_: expected string, got integer`, not `flows: expected null, got object`.
+    """
+    leaves = leaf_errors(error)
+    if leaves != [error]:
+        return [problem for leaf in leaves for problem in _problems(leaf)]
     where = error_path(error.absolute_path)
 
     def at(name: str) -> str:
@@ -222,11 +240,16 @@ def _problems(error: ValidationError) -> list[tuple[str, str]]:
     return [(where, describe_error(error))]
 
 
-def check_arguments(validator: Validator, arguments: Mapping[str, Any]) -> None:
-    """Raise ARGUMENT_INVALID naming every problem (bounded), `field` = the first one's path."""
+def check_arguments(validator: Validator, arguments: Mapping[str, Any], nulled: Collection[str] = ()) -> None:
+    """Raise ARGUMENT_INVALID naming every problem (bounded), `field` = the first one's path.
+
+    `nulled`: the fields `drop_null_arguments` took out (a required one was given as null).
+    """
     by_field: dict[str, str] = {}
     for error in validator.iter_errors(arguments):
         for field, reason in _problems(error):
+            if field in nulled and reason == "required argument missing":
+                reason = "required, got null"
             by_field.setdefault(field, reason)  # one reason per field keeps the message short
     if not by_field:
         return
@@ -236,6 +259,51 @@ def check_arguments(validator: Validator, arguments: Mapping[str, Any]) -> None:
     if len(problems) > len(shown):
         message += f" (and {len(problems) - len(shown)} more)"
     raise _invalid(message, shown[0][0] or None)
+
+
+def drop_null_arguments(validator: Validator, arguments: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
+    """`null` for an argument whose schema does not take null means "not given" (models send null for
+    optional arguments), at any depth of an object argument; returns the arguments without those
+    keys, and their paths. Where the schema takes null (a PATCH clearing a field), null stays a value.
+    """
+    if not _has_null(arguments):
+        return arguments, set()
+    dropped: dict[tuple[str | int, ...], None] = {}
+    for _ in range(MAX_NULL_ROUNDS):  # a null inside an anyOf branch shows once the branch is chosen
+        found = [tuple(leaf.absolute_path) for error in validator.iter_errors(arguments)
+                 for leaf in leaf_errors(error)
+                 if leaf.instance is None and leaf.absolute_path and isinstance(leaf.absolute_path[-1], str)]
+        found = [path for path in dict.fromkeys(found) if path not in dropped]
+        if not found:
+            break
+        for path in found:
+            arguments = _without(arguments, path)
+            dropped[path] = None
+    return arguments, {error_path(path) for path in dropped}
+
+
+def _has_null(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(v is None or _has_null(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_null(v) for v in value)
+    return False
+
+
+def _without(value: Any, path: tuple[str | int, ...]) -> Any:
+    """A copy of `value` without the key at `path` (only the containers on the path are copied)."""
+    head, rest = path[0], path[1:]
+    if not rest:
+        return {k: v for k, v in value.items() if k != head} if isinstance(value, dict) else value
+    try:
+        inner = value[head]
+    except (KeyError, IndexError, TypeError):
+        return value
+    if isinstance(value, dict):
+        return {**value, head: _without(inner, rest)}
+    out = list(value)
+    out[int(head)] = _without(inner, rest)
+    return out
 
 
 def _with_defaults(schema: Mapping[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
@@ -365,6 +433,8 @@ class Runtime:
         self.limiter = RateLimiter(rate_limit or manifest.upstream.rate_limit,
                                    {t.name: t.rate_limit for t in manifest.tools if t.rate_limit})
         self.catalog = Catalog(manifest, self.upstream, page_size=page_size, max_binary_bytes=max_binary_bytes)
+        self.repairs: dict[str, int] = {}  # tool -> repaired values so far (drifting upstreams, see _drifted)
+        self._drift_logged: set[tuple[str, str, str, str]] = set()
         self._init_safety(env, auto_approve, audit_log)
 
     def _init_safety(self, env: Mapping[str, str], auto_approve: str | Iterable[str] | None,
@@ -480,6 +550,9 @@ class Runtime:
                 self.upstream.redactor.text(traceback.format_exc()),
             )
             out = results.failure(results.internal_error(trace), results.meta(trace, requests))
+        repairs = (out.meta or {}).get(results.REPAIRS_KEY) if not out.is_error else None
+        if repairs:
+            self._drifted(name, record, repairs, (out.meta or {}).get(results.REPAIRS_OMITTED_KEY, 0))
         log.info(
             "tool=%s traceId=%s outcome=%s requests=%d ms=%d",
             name,
@@ -489,6 +562,24 @@ class Runtime:
             int((time.monotonic() - started) * 1000),
         )
         return self._audit_result(record, out, outcome)
+
+    def _drifted(self, name: str, record: AuditRecord, repairs: list[dict[str, Any]], omitted: int) -> None:
+        """A repaired result: counted per tool (health, audit line); each new drift logged once."""
+        self.repairs[name] = self.repairs.get(name, 0) + len(repairs) + omitted
+        record.repairs = repairs_summary(repairs, omitted)
+        for entry in record.repairs["paths"]:
+            key = (name, entry["path"], entry["expected"], entry["got"])
+            if key in self._drift_logged:
+                continue
+            if len(self._drift_logged) >= 10_000:  # bounded: a very odd upstream cannot grow it forever
+                self._drift_logged.clear()
+            self._drift_logged.add(key)
+            log.warning(
+                "tool %s: the upstream's response does not match its documented schema at %s (expected %s, got %s); "
+                "repaired: the value is %s in structuredContent and kept in the text (logged once; every repair is "
+                "in _meta and the audit line)", name, entry["path"] or "the top level", entry["expected"],
+                entry["got"], {"removed": "left out", "null": "null", "converted": "converted"}[entry["action"]],
+            )
 
     def _admit(self, tool: _Tool, caller: Caller) -> None:
         """Step-up scope and rate limits, before anything else: a refused call sends nothing upstream."""
@@ -542,7 +633,8 @@ class Runtime:
                 trace,
                 self.upstream.redactor.text(json.dumps(shown, default=str)[:2000]),
             )
-        check_arguments(tool.arguments, arguments)
+        arguments, nulled = drop_null_arguments(tool.arguments, arguments)
+        check_arguments(tool.arguments, arguments, nulled)
         branch = choose_branch(tool, arguments)
         arguments = _with_defaults(tool.spec.input_schema, arguments)
         plan = await self._gate(tool, branch, arguments, caller, asker, record)  # before the deadline starts
@@ -772,13 +864,15 @@ class Runtime:
     ) -> types.CallToolResult:
         shaper, redact = tool.shaper_of(branch), self.upstream.redactor
         if payload.kind == "binary":
-            if tool.spec.output_schema is not None:
+            repaired = shaper.placeholder(payload.media_type) if tool.spec.output_schema is not None else None
+            if tool.spec.output_schema is not None and repaired is None:
                 raise ToolFailure.of(
                     ErrorCode.UPSTREAM_INVALID_RESPONSE,
                     f"the upstream sent {payload.media_type or 'binary data'} where the documented JSON was expected",
                 )
             uri = last.url if last else f"openapi2mcp:{tool.spec.name}"
-            return results.binary(payload.raw, payload.media_type, uri, meta, cap=self.max_binary_bytes)
+            return results.binary(payload.raw, payload.media_type, uri, meta, cap=self.max_binary_bytes,
+                                  repaired=repaired)
         if payload.kind == "empty":
             shaped = shaper.empty(last.status if last else 204)
         elif payload.kind == "text":
@@ -829,7 +923,10 @@ class Runtime:
         return mcp_server
 
     def health(self) -> dict[str, Any]:
-        return {"status": "ok", "tools": len(self._tools), "manifest": self.manifest.content_hash}
+        out: dict[str, Any] = {"status": "ok", "tools": len(self._tools), "manifest": self.manifest.content_hash}
+        if self.repairs:  # values of upstream responses that did not fit the documented schema, per tool
+            out["repairs"] = dict(self.repairs)
+        return out
 
     async def aclose(self) -> None:
         await self.upstream.aclose()
