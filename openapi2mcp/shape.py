@@ -283,8 +283,10 @@ def repair(validator: Validator, value: Any) -> tuple[dict[str, Any], list[Repai
             return work.root, sorted(done.values(), key=lambda r: r.path)
         for fix in sorted(fixes, key=lambda f: len(f.path), reverse=True):  # deepest first
             tried[(fix.path, fix.kind)] += 1
-            if tried[(fix.path, fix.kind)] > 2:
-                raise Unrepairable(f"no value fits at {error_path(fix.path) or 'the top level'}")
+            if tried[(fix.path, fix.kind)] > 2:  # removed, then required: null, refused again
+                first = done.get(fix.path)
+                raise Unrepairable(f"at {error_path(fix.path) or 'the top level'}: expected {fix.expected}, got "
+                                   f"{first.got if first else fix.got}, and no value fits there")
             _apply(work, fix, done)
     raise Unrepairable("the result still does not fit after repairs")
 
@@ -787,7 +789,8 @@ class Shaper:
         except Unrepairable as e:
             raise ToolFailure.of(
                 ErrorCode.UPSTREAM_INVALID_RESPONSE,
-                f"the upstream response does not match the documented schema and cannot be repaired to fit: {e}",
+                f"the upstream response does not match the documented schema {e} (the outputSchema was not "
+                "compiled for repairs: recompile the Manifest, or use response.validate: strict to refuse such results)",
             ) from None
 
 

@@ -266,15 +266,15 @@ async def test_an_api_key_echoed_in_a_link_never_reaches_the_cursor(up: Upstream
 
 
 @pytest.mark.anyio
-async def test_a_lying_upstream_is_a_clear_error(runtime: Runtime, up: Upstream) -> None:
+async def test_a_lying_upstream_is_repaired_or_a_clear_error(runtime: Runtime, up: Upstream) -> None:
     up.fault(operation="listPetsOffset", kind="lie")
-    paged = err(await runtime.call("pages.offset", {}))
+    paged = err(await runtime.call("pages.offset", {}))  # no list to page through: nothing to repair
     assert paged["code"] == "UPSTREAM_INVALID_RESPONSE" and "no list at 'items'" in paged["message"]
     up.fault(operation="getPet", kind="lie")
-    single = err(await runtime.call("pets.find", {"petId": "1"}))
-    assert single["code"] == "UPSTREAM_INVALID_RESPONSE"
-    assert "does not match the documented schema at " in single["message"]
-    assert single["message"].endswith(": expected string, got null")
+    single = await runtime.call("pets.find", {"petId": "1"})  # tolerant: not an error
+    assert not single.is_error and single.structured_content is not None
+    # its `select` names the fields: JMESPath gives null for the missing ones, which the schema allows
+    assert (single.structured_content["id"], single.structured_content["name"]) == (None, None)
     up.fault(operation="getOrder", kind="lie")
     chained = err(await runtime.call("orders.get_full", {"orderId": "o-1001"}))
     assert (chained["code"], chained["step"]) == ("UPSTREAM_INVALID_RESPONSE", "items")
