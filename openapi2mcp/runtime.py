@@ -576,9 +576,9 @@ class Runtime:
             self._drift_logged.add(key)
             log.warning(
                 "tool %s: the upstream's response does not match its documented schema at %s (expected %s, got %s); "
-                "repaired: the value is %s in structuredContent and kept in the text (logged once; every repair is "
-                "in _meta and the audit line)", name, entry["path"] or "the top level", entry["expected"],
-                entry["got"], {"removed": "left out", "null": "null", "converted": "converted"}[entry["action"]],
+                "repaired: %s structuredContent, kept in the text (logged once; every repair is in _meta and the "
+                "audit line)", name, entry["path"] or "the top level", entry["expected"], entry["got"],
+                {"removed": "left out of", "null": "null in", "converted": "converted in"}[entry["action"]],
             )
 
     def _admit(self, tool: _Tool, caller: Caller) -> None:

@@ -505,7 +505,7 @@ def _tolerant_node(node: Any, memo: dict[int, tuple[Any, dict[str, Any]]], *, nu
             out["type"] = [t, "null"]
         elif isinstance(t, list) and "null" not in t:
             out["type"] = [*t, "null"]
-    out = _single_any_of(out)
+    out = _inline_single_all_of(_single_any_of(out))
     if nullable:
         memo[id(node)] = (node, out)
     return out

@@ -170,14 +170,8 @@ def _branch_errors(error: ValidationError) -> dict[int, list[ValidationError]]:
 
 
 def _misfit(errors: list[ValidationError]) -> int:
-    """How badly a value misses a branch: each missing required key and each other error count 1."""
-    total = 0
-    for e in errors:
-        if e.validator == "required" and isinstance(e.instance, dict) and isinstance(e.validator_value, list):
-            total += sum(1 for k in e.validator_value if k not in e.instance)
-        else:
-            total += 1
-    return total
+    """How badly a value misses a branch: each error counts 1 (jsonschema reports each missing key)."""
+    return len(errors)
 
 
 def describe_error(error: ValidationError) -> str:
@@ -281,7 +275,8 @@ def repair(validator: Validator, value: Any) -> tuple[dict[str, Any], list[Repai
             if not isinstance(work.root, dict):  # a validator without `type: object` at the root
                 raise Unrepairable("the result is not an object")
             return work.root, sorted(done.values(), key=lambda r: r.path)
-        for fix in sorted(fixes, key=lambda f: len(f.path), reverse=True):  # deepest first
+        unique = {(f.path, f.kind): f for f in fixes}  # one `required` error per missing key names them all
+        for fix in sorted(unique.values(), key=lambda f: len(f.path), reverse=True):  # deepest first
             tried[(fix.path, fix.kind)] += 1
             if tried[(fix.path, fix.kind)] > 2:  # removed, then required: null, refused again
                 first = done.get(fix.path)
@@ -349,7 +344,7 @@ def _lossless(value: Any, expected: Any) -> Any:
     """`value` as one of the `expected` JSON types when nothing is lost ("42" -> 42), else _NOTHING."""
     types = set(expected) if isinstance(expected, list) else {expected}
     if isinstance(value, str):
-        text = value.strip()
+        text = value  # canonical spellings only: " 7" or "07" would lose something
         if "integer" in types and _INTEGER.fullmatch(text):
             return int(text)
         if "number" in types and _NUMBER.fullmatch(text):
