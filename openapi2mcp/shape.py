@@ -678,7 +678,7 @@ class Shaper:
             self._check({"items": items, "next_cursor": after, "has_more": after is not None, **extra})
         reserve = len(after or "") + 160  # the two paging keys, and a cursor that may grow a little
         budget = max(256, self.spec.max_bytes - reserve)
-        for _ in range(3):
+        for _ in range(4):
             fitted, _, cuts = fit({"items": items, **extra}, budget)
             kept = fitted["items"]
             cursor = after if len(kept) == len(items) else cursor_at(len(kept))
@@ -693,10 +693,12 @@ class Shaper:
             if not self.tolerant or self.validator is None or self.validator.is_valid(structured):
                 return Shaped(structured, text, marked)
             repaired, repairs = self._repair(structured)
-            over = json_size(repaired) - self.spec.max_bytes
-            if over <= 0:
+            size = json_size(repaired)
+            if size <= self.spec.max_bytes:
                 return Shaped(repaired, text, marked, tuple(repairs))
-            budget = max(256, budget - over - 64)  # the repairs made it longer (nulls for missing keys)
+            budget = _shrunk(budget, size, self.spec.max_bytes)  # the repairs made it longer: fewer items
+            if budget < 256:
+                break
         raise _too_large(self.spec.max_bytes)
 
     def empty(self, status: int) -> Shaped:
@@ -762,17 +764,17 @@ class Shaper:
         """
         assert self.validator is not None
         limit = self.spec.max_bytes
-        for _ in range(3):
+        for _ in range(4):
             fitted, fitted_text, more = fit(value, limit)
             if got is None and isinstance(fitted, dict) and self.validator.is_valid(fitted):
                 return Shaped(fitted, fitted_text, tuple(cuts + more))
             repaired, repairs = self._repair(fitted)
             if got is not None:
                 repairs = [Repair("", "JSON", got, "removed"), *(r for r in repairs if r.path)]
-            over = json_size(repaired) - self.spec.max_bytes
-            if over <= 0:
+            size = json_size(repaired)
+            if size <= self.spec.max_bytes:
                 return Shaped(repaired, fitted_text if text is None else text, tuple(cuts + more), tuple(repairs))
-            limit = limit - over - 64  # the repairs made it longer (nulls for missing keys): cut more
+            limit = _shrunk(limit, size, self.spec.max_bytes)  # the repairs made it longer (nulls for missing keys)
             if limit < 256:
                 break
         raise _too_large(self.spec.max_bytes)
@@ -787,6 +789,12 @@ class Shaper:
                 f"the upstream response does not match the documented schema {e} (the outputSchema was not "
                 "compiled for repairs: recompile the Manifest, or use response.validate: strict to refuse such results)",
             ) from None
+
+
+def _shrunk(limit: int, size: int, cap: int) -> int:
+    """The next budget for the upstream's value when its repaired form (`size`) is over `cap`: what
+    grew grows alike, so scale down, with a little room."""
+    return min(limit - 64, int(limit * cap / size) - 64)
 
 
 def _cap_text(text: str, limit: int) -> Shaped:
