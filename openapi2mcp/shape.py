@@ -787,7 +787,8 @@ class Shaper:
             raise ToolFailure.of(
                 ErrorCode.UPSTREAM_INVALID_RESPONSE,
                 f"the upstream response does not match the documented schema {e} (the outputSchema was not "
-                "compiled for repairs: recompile the Manifest, or use response.validate: strict to refuse such results)",
+                "compiled for repairs: recompile the Manifest, or refuse such results with response.validate: "
+                "strict)",
             ) from None
 
 
