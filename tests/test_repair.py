@@ -437,3 +437,14 @@ def test_the_drift_upstream_bodies_differ_from_the_exact_one() -> None:
     # a guard for test_drift.py: each case really drifts (or is the exact one)
     assert BODIES["getExact"] == EXACT
     assert all(body != EXACT for op, body in BODIES.items() if op != "getExact")
+
+
+def test_the_notes_example_keeps_its_default_max_bytes_where_tools_select() -> None:
+    # README's overlay: `defaults.response: {max_bytes: 16000}` and tools with their own `select`
+    from openapi2mcp.overlay import read_overlay
+    from tests.local import EXAMPLES
+
+    m = compile_manifest(load_spec(str(EXAMPLES / "notes" / "openapi.yaml")),
+                         [read_overlay(EXAMPLES / "notes" / "overlay.yaml")]).manifest
+    selecting = [t for t in m.tools if t.response.select]
+    assert selecting and {t.response.max_bytes for t in m.tools} == {16000}
