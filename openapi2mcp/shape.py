@@ -149,7 +149,8 @@ def leaf_errors(error: ValidationError) -> list[ValidationError]:
     if error.validator in ("anyOf", "oneOf") and error.context:
         branches = _branch_errors(error)
         if branches:
-            return [leaf for sub in min(branches.values(), key=_misfit) for leaf in leaf_errors(sub)]
+            meant = min(branches, key=lambda i: (-_documented(error, i, branches[i]), len(branches[i]), i))
+            return [leaf for sub in branches[meant] for leaf in leaf_errors(sub)]
     return [error]
 
 
@@ -169,9 +170,24 @@ def _branch_errors(error: ValidationError) -> dict[int, list[ValidationError]]:
             if not any(e.validator == "type" and len(e.absolute_path) == depth for e in errs)}
 
 
-def _misfit(errors: list[ValidationError]) -> int:
-    """How badly a value misses a branch: each error counts 1 (jsonschema reports each missing key)."""
-    return len(errors)
+def _documented(error: ValidationError, branch: int, errors: list[ValidationError]) -> int:
+    """How many of an object's keys branch `branch` of an anyOf/oneOf documents: the branch a value
+    was meant for names its keys (a result that lost a few required keys is still the result, not
+    a dry-run preview). Fewest errors decide between equals, then the order."""
+    if not isinstance(error.instance, dict):
+        return 0
+    depth = len(error.absolute_path)
+    schemas = [e.schema for e in errors if len(e.absolute_path) == depth]  # a $ref branch: its target
+    members = error.validator_value if isinstance(error.validator_value, list) else []
+    if branch < len(members):
+        schemas.append(members[branch])
+    names: set[str] = set()
+    for schema in schemas:
+        if isinstance(schema, dict):
+            for part in [schema, *(schema.get("allOf") or [])]:
+                if isinstance(part, dict) and isinstance(part.get("properties"), dict):
+                    names.update(part["properties"])
+    return len(names & set(error.instance))
 
 
 def describe_error(error: ValidationError) -> str:
@@ -616,6 +632,7 @@ class Shaper:
     def __init__(self, spec: ResponseSpec, output_schema: Mapping[str, Any] | None, *, check: bool = False) -> None:
         self.spec = spec
         self.schema = output_schema
+        self.check = check
         self.validator = None
         if output_schema is not None and spec.validate_ != "off":
             # strict checks the spec's own formats too (the cheap ones, see compile_schema)
@@ -632,7 +649,7 @@ class Shaper:
         """The same output contract (its validator, compiled once per tool) under another ResponseSpec;
         a new one for a branch with its own schema or another `validate` mode."""
         if output_schema is not None or spec.validate_ != self.spec.validate_:
-            return Shaper(spec, output_schema if output_schema is not None else self.schema)
+            return Shaper(spec, output_schema if output_schema is not None else self.schema, check=self.check)
         other = copy.copy(self)
         other.spec = spec
         if spec.select:

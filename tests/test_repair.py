@@ -448,3 +448,31 @@ def test_the_notes_example_keeps_its_default_max_bytes_where_tools_select() -> N
                          [read_overlay(EXAMPLES / "notes" / "overlay.yaml")]).manifest
     selecting = [t for t in m.tools if t.response.select]
     assert selecting and {t.response.max_bytes for t in m.tools} == {16000}
+
+
+def test_a_union_is_repaired_in_the_branch_that_documents_the_value() -> None:
+    from openapi2mcp.contract import with_dry_run_result
+
+    # a dry-run tool's result is the real one or the preview: a real one that lost most of its
+    # required keys is still the real one (it names the real keys), never a half-made preview
+    real = tolerant({"type": "object", "required": ["a", "b", "c", "d", "e"], "properties": {
+        "a": {"type": "string"}, "b": {"type": "string"}, "c": {"type": "string"}, "d": {"type": "string"},
+        "e": {"type": "string"}, "n": {"type": "integer"}}})
+    schema = with_dry_run_result(real, None)
+    out, repairs = fixed({"a": "x", "n": "many"}, schema)
+    assert out == {"a": "x", "b": None, "c": None, "d": None, "e": None}
+    assert "dryRun" not in out and [r["path"] for r in repairs] == ["b", "c", "d", "e", "n"]
+    name = {"name": {"type": "string"}}
+    pets = tolerant({"anyOf": [
+        {"type": "object", "required": ["name"], "properties": {**name, "meow": {"type": "integer"}}},
+        {"type": "object", "required": ["name"], "properties": {**name, "bark": {"type": "integer"}}},
+    ]})
+    wrapped = {"type": "object", "properties": {"pet": pets}}
+    # fewer errors as a cat (only `name`), but the keys say dog: repaired as a dog
+    assert fixed({"pet": {"bark": "loud", "name": 5}}, wrapped) == (
+        {"pet": {"name": "5"}}, [_r("pet.bark", "integer", "string", "removed"),
+                                 _r("pet.name", "string", "integer", "converted")])
+
+
+def _r(path: str, expected: str, got: str, action: str) -> dict[str, str]:
+    return {"path": path, "expected": expected, "got": got, "action": action}
