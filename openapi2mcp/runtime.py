@@ -264,7 +264,8 @@ def check_arguments(validator: Validator, arguments: Mapping[str, Any], nulled: 
 def drop_null_arguments(validator: Validator, arguments: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
     """`null` for an argument whose schema does not take null means "not given" (models send null for
     optional arguments), at any depth of an object argument; returns the arguments without those
-    keys, and their paths. Where the schema takes null (a PATCH clearing a field), null stays a value.
+    keys, and their paths. Where the schema takes null it stays: inside an object argument it is sent
+    as JSON null (a top-level argument given as null is not sent: upstream.py sends no null values).
     """
     if not _has_null(arguments):
         return arguments, set()
