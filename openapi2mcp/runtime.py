@@ -112,6 +112,7 @@ from openapi2mcp.shape import (
     compile_expression,
     compile_schema,
     describe_error,
+    drop_nulls,
     error_path,
     leaf_errors,
     search,
@@ -135,7 +136,6 @@ __all__ = ["ConfigError", "Runtime", "configure_logging", "http_app", "serve_htt
 log = logging.getLogger("openapi2mcp.runtime")
 
 MAX_REPORTED_PROBLEMS: Final = 5
-MAX_NULL_ROUNDS: Final = 8
 DEFAULT_MAX_BINARY_BYTES: Final = 4_000_000
 _LOOPBACK: Final = ("127.0.0.1", "localhost", "::1")
 
@@ -243,7 +243,7 @@ def _problems(error: ValidationError) -> list[tuple[str, str]]:
 def check_arguments(validator: Validator, arguments: Mapping[str, Any], nulled: Collection[str] = ()) -> None:
     """Raise ARGUMENT_INVALID naming every problem (bounded), `field` = the first one's path.
 
-    `nulled`: the fields `drop_null_arguments` took out (a required one was given as null).
+    `nulled`: the fields `shape.drop_nulls` took out (a required one was given as null).
     """
     by_field: dict[str, str] = {}
     for error in validator.iter_errors(arguments):
@@ -259,52 +259,6 @@ def check_arguments(validator: Validator, arguments: Mapping[str, Any], nulled: 
     if len(problems) > len(shown):
         message += f" (and {len(problems) - len(shown)} more)"
     raise _invalid(message, shown[0][0] or None)
-
-
-def drop_null_arguments(validator: Validator, arguments: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
-    """`null` for an argument whose schema does not take null means "not given" (models send null for
-    optional arguments), at any depth of an object argument; returns the arguments without those
-    keys, and their paths. Where the schema takes null it stays: inside an object argument it is sent
-    as JSON null (a top-level argument given as null is not sent: upstream.py sends no null values).
-    """
-    if not _has_null(arguments):
-        return arguments, set()
-    dropped: dict[tuple[str | int, ...], None] = {}
-    for _ in range(MAX_NULL_ROUNDS):  # a null inside an anyOf branch shows once the branch is chosen
-        found = [tuple(leaf.absolute_path) for error in validator.iter_errors(arguments)
-                 for leaf in leaf_errors(error)
-                 if leaf.instance is None and leaf.absolute_path and isinstance(leaf.absolute_path[-1], str)]
-        found = [path for path in dict.fromkeys(found) if path not in dropped]
-        if not found:
-            break
-        for path in found:
-            arguments = _without(arguments, path)
-            dropped[path] = None
-    return arguments, {error_path(path) for path in dropped}
-
-
-def _has_null(value: Any) -> bool:
-    if isinstance(value, dict):
-        return any(v is None or _has_null(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_null(v) for v in value)
-    return False
-
-
-def _without(value: Any, path: tuple[str | int, ...]) -> Any:
-    """A copy of `value` without the key at `path` (only the containers on the path are copied)."""
-    head, rest = path[0], path[1:]
-    if not rest:
-        return {k: v for k, v in value.items() if k != head} if isinstance(value, dict) else value
-    try:
-        inner = value[head]
-    except (KeyError, IndexError, TypeError):
-        return value
-    if isinstance(value, dict):
-        return {**value, head: _without(inner, rest)}
-    out = list(value)
-    out[int(head)] = _without(inner, rest)
-    return out
 
 
 def _with_defaults(schema: Mapping[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
@@ -634,7 +588,7 @@ class Runtime:
                 trace,
                 self.upstream.redactor.text(json.dumps(shown, default=str)[:2000]),
             )
-        arguments, nulled = drop_null_arguments(tool.arguments, arguments)
+        arguments, nulled = drop_nulls(tool.arguments, arguments)
         check_arguments(tool.arguments, arguments, nulled)
         branch = choose_branch(tool, arguments)
         arguments = _with_defaults(tool.spec.input_schema, arguments)

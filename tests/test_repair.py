@@ -26,9 +26,9 @@ from openapi2mcp.load import load_spec
 from openapi2mcp.manifest import ResponseSpec
 from openapi2mcp.overlay import parse_overlay
 from openapi2mcp.result import REPAIRS_KEY, REPAIRS_OMITTED_KEY, success
-from openapi2mcp.runtime import check_arguments, drop_null_arguments
+from openapi2mcp.runtime import check_arguments
 from openapi2mcp.schemas import tolerant
-from openapi2mcp.shape import Repair, Shaper, Unrepairable, compile_schema, json_size, repair
+from openapi2mcp.shape import Repair, Shaper, Unrepairable, compile_schema, drop_nulls, json_size, repair
 from tests.drift.app import BODIES, EXACT, SPEC_PATH
 
 # ----------------------------------------------------------------------------- tolerant()
@@ -396,7 +396,7 @@ FLOWS_ARGS = {
 
 def problems(arguments: dict[str, Any]) -> str | None:
     validator = compile_schema(FLOWS_ARGS)
-    given, nulled = drop_null_arguments(validator, arguments)
+    given, nulled = drop_nulls(validator, arguments)
     try:
         check_arguments(validator, given, nulled)
     except ToolFailure as e:
@@ -425,7 +425,7 @@ def test_null_means_not_given_unless_the_schema_takes_null() -> None:
     validator = compile_schema(FLOWS_ARGS)
     arguments = {"name": "x", "note": None, "clear_me": None, "concurrency_limit": None,
                  "flows": {"name": {"like_": None, "any_": None}, "limit": None}}
-    given, nulled = drop_null_arguments(validator, arguments)
+    given, nulled = drop_nulls(validator, arguments)
     # clear_me and concurrency_limit take null (a PATCH that clears a field): null stays a value
     assert given == {"name": "x", "clear_me": None, "concurrency_limit": None, "flows": {"name": {}}}
     assert nulled == {"note", "flows.name.like_", "flows.name.any_", "flows.limit"}
