@@ -509,12 +509,13 @@ class Runtime:
         if repairs:
             self._drifted(name, record, repairs, (out.meta or {}).get(results.REPAIRS_OMITTED_KEY, 0))
         log.info(
-            "tool=%s traceId=%s outcome=%s requests=%d ms=%d",
+            "tool=%s traceId=%s outcome=%s requests=%d ms=%d%s",
             name,
             trace,
             outcome,
             len(requests),
             int((time.monotonic() - started) * 1000),
+            f" repairs={record.repairs['count']}" if record.repairs else "",
         )
         return self._audit_result(record, out, outcome)
 

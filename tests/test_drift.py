@@ -324,5 +324,8 @@ def test_repairs_are_counted_in_the_audit_line_and_logged_once(
     stderr = server.stderr()
     warning = "tool record_strings: the upstream's response does not match its documented schema at count"
     assert stderr.count(warning) == 1, stderr  # once per tool and path, however often it drifts
+    calls = [line for line in stderr.splitlines() if "tool=record_strings traceId=" in line]
+    assert len(calls) >= 3 and all(line.endswith(" repairs=4") for line in calls), calls  # each call's log line
+    assert not any("repairs=" in line for line in stderr.splitlines() if "tool=record_exact traceId=" in line)
     health = server.health()
     assert health["repairs"]["record_strings"] >= 12  # 3 calls x 4 values here, more from other tests
