@@ -127,6 +127,35 @@ async def test_argument_errors_are_short_and_name_the_field(
     await runtime.aclose()
 
 
+NULLABLE_SCHEMA = {  # the shape of FastAPI/pydantic `Optional[...]` fields: anyOf [X, {type: null}]
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "concurrency_limit": {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "null"}]},
+        "flows": {"anyOf": [{"type": "object", "additionalProperties": False, "properties": {
+            "name": {"anyOf": [{"type": "object", "additionalProperties": False,
+                                "properties": {"like_": {"type": "string"}}}, {"type": "null"}]}}},
+            {"type": "null"}]},
+    },
+}
+
+
+@pytest.mark.anyio
+async def test_null_means_not_given_and_nullable_errors_name_the_nested_field(upstream: str) -> None:
+    nullable = tool("filter_flows", op("POST", "/echo/filter"), input_schema=NULLABLE_SCHEMA)
+    runtime = Runtime(manifest(upstream, search_tool(), nullable))
+    given = ok(await runtime.call("search_notes", {"keyword": "mcp", "limit": None, "since": None, "owner": None}))
+    assert given["query"] == "keyword=mcp&limit=5"  # null: not given, so the default is sent
+    missing = err(await runtime.call("search_notes", {"keyword": None}))
+    assert (missing["field"], missing["message"]) == ("keyword", "keyword: required, got null")
+    nested = err(await runtime.call("filter_flows", {"flows": {"name": {"like_": 5}}}))
+    assert nested["field"] == "flows.name.like_"
+    assert nested["message"] == "flows.name.like_: expected string, got integer"
+    low = err(await runtime.call("filter_flows", {"concurrency_limit": -3}))
+    assert low["message"] == "concurrency_limit: -3 is less than the minimum of 1"
+    await runtime.aclose()
+
+
 @pytest.mark.anyio
 async def test_several_argument_problems_are_all_reported_bounded(upstream: str) -> None:
     runtime = Runtime(manifest(upstream, search_tool()))
