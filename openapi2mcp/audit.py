@@ -16,7 +16,10 @@ several processes appending), so it reaches the kernel before the call answers (
 line"); it is not fsync'ed. Arguments are redacted: the tool's sensitive arguments (overlay
 `sensitive: true`, `format: password`, `writeOnly`, names like password/token/secret/api_key),
 keys with such names at any depth, and every known secret value of the upstream configuration;
-long strings are shortened. Nothing else of the call's payload (no result) is written.
+long strings are shortened. Nothing else of the call's payload (no result) is written, except,
+for a result repaired to fit the tool's output schema (an upstream drifting from its spec),
+`repairs`: how many values were repaired and where (`{count, paths: [{path, expected, got,
+action, count}]}`, paths with list indexes as [*], at most `MAX_REPAIR_PATHS`).
 """
 
 from __future__ import annotations
@@ -32,12 +35,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
-__all__ = ["AUDIT_LOG_VAR", "AuditError", "AuditLog", "AuditRecord", "redact_arguments"]
+from openapi2mcp.shape import path_pattern
+
+__all__ = ["AUDIT_LOG_VAR", "AuditError", "AuditLog", "AuditRecord", "redact_arguments", "repairs_summary"]
 
 AUDIT_LOG_VAR: Final = "OPENAPI2MCP_AUDIT_LOG"
 MAX_STRING: Final = 500  # characters of one argument string kept in a line
 MAX_LINE: Final = 64_000  # bytes; longer lines lose their arguments (never the line itself)
 _SECRET_NAME: Final = re.compile(r"pass(word)?|secret|token|api[-_]?key|credential|authorization|cookie", re.I)
+
+MAX_REPAIR_PATHS: Final = 20
 
 Phase = Literal["attempt", "result"]
 
@@ -75,6 +82,20 @@ def redact_arguments(
         return value
 
     return {k: "***" if k in names else walk(v, k) for k, v in arguments.items()}
+
+
+def repairs_summary(repairs: Iterable[Mapping[str, Any]], omitted: int = 0) -> dict[str, Any]:
+    """`{count, paths}` of a result's repairs (`_meta["openapi2mcp/repairs"]` entries), grouped by
+    path pattern, expectation and action, for the audit line and the log."""
+    groups: dict[tuple[str, str, str, str], int] = {}
+    total = omitted
+    for r in repairs:
+        key = (path_pattern(str(r.get("path", ""))), str(r.get("expected")), str(r.get("got")), str(r.get("action")))
+        groups[key] = groups.get(key, 0) + 1
+        total += 1
+    paths = [{"path": p, "expected": e, "got": g, "action": a, "count": n}
+             for (p, e, g, a), n in list(groups.items())[:MAX_REPAIR_PATHS]]
+    return {"count": total, "paths": paths}
 
 
 def _line(record: Mapping[str, Any]) -> bytes:
@@ -142,6 +163,7 @@ class AuditRecord:
     requests: list[dict[str, Any]] = field(default_factory=list)  # upstream requests, retried ones included
     started: float = field(default_factory=time.monotonic)
     attempted: bool = False  # the attempt line is written
+    repairs: dict[str, Any] | None = None  # repairs_summary of a result that was repaired to fit its schema
 
     def line(self, phase: Phase, outcome: str | None = None, error: str | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {"time": _now(), "event": self.event, "phase": phase, "traceId": self.trace_id,
@@ -156,6 +178,8 @@ class AuditRecord:
         if phase == "result":
             out.update(outcome=outcome, error=error, requests=self.requests,
                        ms=int((time.monotonic() - self.started) * 1000))
+            if self.repairs:
+                out["repairs"] = self.repairs
         return out
 
 

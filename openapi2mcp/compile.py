@@ -227,7 +227,9 @@ def compile_manifest(
     if all_operations or (tool_overlay is not None and tool_overlay.passthrough):
         taken = {renames.get(t.name, t.name) for t in tools}
         ops = [op for op in _unique_ops(ctx.ops) if op.id not in used]
-        tools.extend(_raw_tool(ctx, op, name) for op, name in zip(ops, _raw_names(ops, taken), strict=True))
+        raw = response_spec(response_def_of(tool_overlay)) if tool_overlay else ResponseSpec()
+        raw = raw.model_copy(update={"select": None})  # a default `select` fits no 1:1 tool
+        tools.extend(_raw_tool(ctx, op, name, raw) for op, name in zip(ops, _raw_names(ops, taken), strict=True))
 
     from openapi2mcp.catalog import compile_catalog  # resources, prompts, result links (it imports this module)
 
@@ -358,16 +360,32 @@ def unknown_operation(ctx: Context, ref: str, doc: OverlayFile, where: KeyPath) 
     ))
 
 
-def response_def_of(own: ResponseDef | None, overlay: ToolOverlay) -> ResponseDef | None:
-    """A tool's (or branch's) `response`, else the overlay's `defaults.response`."""
-    return own or (overlay.defaults.response if overlay.defaults else None)
+def response_def_of(overlay: ToolOverlay, *own: ResponseDef | None) -> ResponseDef | None:
+    """The `response` a tool (or branch) runs with: `own` (most specific first: a branch's, then its
+    tool's) over the overlay's `defaults.response`, merged key by key, so a tool with its own
+    `select` keeps the default `max_bytes`."""
+    layers = [*own, overlay.defaults.response if overlay.defaults else None]
+    merged: dict[str, Any] = {}
+    for layer in reversed(layers):
+        if layer is not None:
+            merged.update(layer.model_dump(by_alias=True, exclude_unset=True))
+    return ResponseDef.model_validate(merged) if any(layer is not None for layer in layers) else None
 
 
 def response_spec(rdef: ResponseDef | None) -> ResponseSpec:
     """The result plan an overlay `response` asks for (the wrap key comes from the result's schema)."""
     if rdef is None:
         return ResponseSpec()
-    return ResponseSpec(select=rdef.select, max_items=rdef.max_items, max_bytes=rdef.max_bytes or 64_000)
+    return ResponseSpec(select=rdef.select, max_items=rdef.max_items, max_bytes=rdef.max_bytes or 64_000,
+                        validate_=rdef.validate_ or "tolerant")
+
+
+def output_contract(ctx: Context, schema: dict[str, Any] | None, response: ResponseSpec) -> dict[str, Any] | None:
+    """The outputSchema a tool advertises for a (strict, wrapped) result schema under `response.validate`:
+    tolerant (default) derives what real data keeps (schemas.tolerant), strict is the spec's own, off none."""
+    if schema is None or response.validate_ == "off":
+        return None
+    return ctx.converter.tolerant(schema) if response.validate_ == "tolerant" else schema
 
 
 def compile_use(
@@ -400,6 +418,7 @@ def compile_use(
     else:
         use.output_schema, wrap = _output_schema(ctx, op, OUTPUT_DEPTH_TOOL)
         use.response = response.model_copy(update={"wrap": wrap})
+    use.output_schema = output_contract(ctx, use.output_schema, response)
     return use
 
 
@@ -412,7 +431,7 @@ def _overlay_tool(
         return task_tool(ctx, tdef, overlay, doc, at)
     from openapi2mcp.contract import adjust_use, finish_tool  # confirmation, dry run, idempotency (seed 002)
 
-    use = compile_use(ctx, tdef.operation, tdef.params, tdef.risk, response_def_of(tdef.response, overlay),
+    use = compile_use(ctx, tdef.operation, tdef.params, tdef.risk, response_def_of(overlay, tdef.response),
                       tdef.pagination, doc, at)
     use, extra = adjust_use(ctx, use, tdef, None, doc, at)
     op, risk = use.op, use.risk
@@ -674,10 +693,12 @@ def check_value(schema: dict[str, Any], value: Any, what: str) -> None:
 # ============================================================================ raw tools (1:1)
 
 
-def _raw_tool(ctx: Context, op: Operation, name: str) -> ToolSpec:
+def _raw_tool(ctx: Context, op: Operation, name: str, response: ResponseSpec) -> ToolSpec:
+    """One operation as a tool of its own; `response` is the overlay's `defaults.response` (no `select`)."""
     args = operation_args(ctx, op)
     risk: Risk = DEFAULT_RISK.get(op.method, "medium")
     output_schema, wrap = _output_schema(ctx, op, OUTPUT_DEPTH_RAW)
+    output_schema = output_contract(ctx, output_schema, response)
     if output_schema is not None:
         output_schema = limit_size(output_schema, RAW_OUTPUT_BUDGET)
     return ToolSpec(
@@ -688,7 +709,7 @@ def _raw_tool(ctx: Context, op: Operation, name: str) -> ToolSpec:
         output_schema=output_schema,
         annotations=tool_annotations([(op.method, risk)], None, {}),
         branches=[Branch(key="default", steps=[Step(id="call", operation=operation_spec(ctx, op, args))], risk=risk)],
-        response=ResponseSpec(wrap=wrap),
+        response=response.model_copy(update={"wrap": wrap}),
         risk=risk,
         category=(op.node.get("tags") or [None])[0] if isinstance(op.node.get("tags"), list) else None,
     )

@@ -34,6 +34,7 @@ from openapi2mcp.compile import (
     convert,
     json_schema,
     operation_spec,
+    output_contract,
     response_object,
     retry_spec,
     wrap_output,
@@ -192,8 +193,8 @@ def _status_schema(ctx: Context, use: Use, status: str) -> tuple[dict[str, Any] 
     raw = json_schema(response_object(ctx, use.op, status))
     if raw is None:
         return None, None
-    schema = convert(ctx, raw, "output", f"{use.op.pointer}/responses/{status}", OUTPUT_DEPTH_TOOL)
-    return wrap_output(schema)
+    schema, wrap = wrap_output(convert(ctx, raw, "output", f"{use.op.pointer}/responses/{status}", OUTPUT_DEPTH_TOOL))
+    return output_contract(ctx, schema, use.response), wrap
 
 
 def _other_json_status(use: Use, preview: str) -> str | None:

@@ -133,6 +133,9 @@ class Step(_Model):
 # ----------------------------------------------------------------------------- results
 
 
+OutputValidation = Literal["tolerant", "strict", "off"]
+
+
 class ResponseSpec(_Model):
     """How an upstream body becomes the tool result."""
 
@@ -141,6 +144,8 @@ class ResponseSpec(_Model):
     max_bytes: int = 64_000  # cap on the serialised result
     wrap: str | None = None  # structuredContent key when the result is not a JSON object
     units: dict[str, str] = Field(default_factory=dict)  # result field -> unit (documentation)
+    # tolerant: results are repaired to fit the (tolerant) outputSchema; strict: a misfit is an error
+    validate_: OutputValidation = Field("tolerant", alias="validate")
 
 
 class FailureMode(_Model):
@@ -231,6 +236,9 @@ class Branch(_Model):
     steps: list[Step]
     output: str | None = None  # JMESPath over {inputs, steps}; None: the last step's body
     response: ResponseSpec | None = None  # this branch's shaping (None: the tool's `response`)
+    # what a strict branch's results are checked against when it is not the tool's outputSchema
+    # (a tool whose branches return different shapes advertises their union)
+    output_schema: dict[str, Any] | None = None
     pagination: PaginationSpec | None = None  # single-step branches only
     risk: Risk = "low"
     side_effects: list[str] = Field(default_factory=list)

@@ -194,6 +194,13 @@ class ResponseDef(_Strict):
     select: str | None = Field(None, description="JMESPath expression applied to the response body.")
     max_items: int | None = Field(None, ge=1, description="Arrays in the result are cut to this many items.")
     max_bytes: int | None = Field(None, ge=256, description="Cap on the serialised result, in bytes.")
+    validate_: Literal["tolerant", "strict", "off"] | None = Field(
+        None, alias="validate",
+        description="tolerant (default): the output schema promises the spec's structure and types, nulls "
+        "accepted, and a value that still does not fit is left out of structuredContent (kept in the text, "
+        "named in _meta); strict: the output schema is the spec's own, and a response that breaks it is "
+        "UPSTREAM_INVALID_RESPONSE; off: no output schema.",
+    )
 
 
 class FailureModeDef(_Strict):

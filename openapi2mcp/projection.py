@@ -402,6 +402,10 @@ def _array(items: dict[str, Any]) -> dict[str, Any]:
 def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
     if not schema:
         return schema
+    if "const" in schema:
+        return {"anyOf": [schema, {"type": "null"}]}
+    if isinstance(schema.get("enum"), list) and None not in schema["enum"]:
+        schema = {**schema, "enum": [*schema["enum"], None]}  # output schemas keep the spec's enums
     t = schema.get("type")
     if isinstance(t, str):
         return {**schema, "type": [t, "null"]} if t != "null" else schema

@@ -43,7 +43,7 @@ import sys
 import time
 import traceback
 import uuid
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -74,7 +74,15 @@ from openapi2mcp.access import (
     step_up_scope,
     visible,
 )
-from openapi2mcp.audit import AUDIT_LOG_VAR, AuditError, AuditLog, Auditor, AuditRecord, redact_arguments
+from openapi2mcp.audit import (
+    AUDIT_LOG_VAR,
+    AuditError,
+    AuditLog,
+    Auditor,
+    AuditRecord,
+    redact_arguments,
+    repairs_summary,
+)
 from openapi2mcp.errors import ErrorCode, ToolError, ToolFailure, did_you_mean
 from openapi2mcp.limits import RateLimiter
 from openapi2mcp.manifest import (
@@ -106,7 +114,9 @@ from openapi2mcp.shape import (
     compile_expression,
     compile_schema,
     describe_error,
+    drop_nulls,
     error_path,
+    leaf_errors,
     search,
     truthy,
 )
@@ -173,7 +183,8 @@ class _Tool:
             # `check`: validate the schemas themselves against the metaschema (see compile_schema)
             self.arguments = compile_schema(spec.input_schema, formats=True, check=check)
             self.shaper = Shaper(spec.response, spec.output_schema, check=check)
-            self.shapers = {b.key: self.shaper.with_response(b.response) for b in spec.branches if b.response}
+            self.shapers = {b.key: self.shaper.with_response(b.response or spec.response, b.output_schema)
+                            for b in spec.branches if b.response or b.output_schema}
             self.pagers = {b.key: Paginator(spec.name, b.pagination, signer) for b in spec.branches if b.pagination}
             for expr in _expressions(spec):
                 compile_expression(expr)
@@ -216,8 +227,13 @@ def _expressions(spec: ToolSpec) -> list[str]:
 def _problems(error: ValidationError) -> list[tuple[str | None, str]]:
     """(field, reason) pairs for one schema error; required/unknown are named precisely.
 
+    An anyOf/oneOf error is described by the branch the value was meant for (shape.leaf_errors):
+    `flows.name.like_: expected string, got integer`, not `flows: expected null, got object`.
     The field is None only for a problem of the arguments as a whole (not an object).
     """
+    leaves = leaf_errors(error)
+    if leaves != [error]:
+        return [problem for leaf in leaves for problem in _problems(leaf)]
     where = error_path(error.absolute_path) or (None if not error.absolute_path else "")
 
     def at(name: str) -> str:
@@ -244,12 +260,17 @@ def _problems(error: ValidationError) -> list[tuple[str | None, str]]:
     return [(where, describe_error(error))]
 
 
-def check_arguments(validator: Validator, arguments: Mapping[str, Any]) -> None:
-    """Raise ARGUMENT_INVALID naming every problem (bounded), `field` = the first one's path."""
+def check_arguments(validator: Validator, arguments: Mapping[str, Any], nulled: Collection[str] = ()) -> None:
+    """Raise ARGUMENT_INVALID naming every problem (bounded), `field` = the first one's path.
+
+    `nulled`: the fields `shape.drop_nulls` took out (a required one was given as null).
+    """
     check_json_arguments(arguments)  # NaN passes every range check: refused before the schema is asked
     by_field: dict[str | None, str] = {}
     for error in validator.iter_errors(arguments):
         for field, reason in _problems(error):
+            if field in nulled and reason == "required argument missing":
+                reason = "required, got null"
             by_field.setdefault(field, reason)  # one reason per field keeps the message short
     if not by_field:
         return
@@ -400,6 +421,8 @@ class Runtime:
                                    {t.name: t.rate_limit for t in manifest.tools if t.rate_limit})
         self.catalog = Catalog(manifest, self.upstream, page_size=page_size, max_binary_bytes=max_binary_bytes)
         self.catalog.limiter = self.limiter  # resource reads count against their tools' limits
+        self.repairs: dict[str, int] = {}  # tool -> repaired values so far (drifting upstreams, see _drifted)
+        self._drift_logged: set[tuple[str, str, str, str]] = set()
         self._init_safety(env, auto_approve, audit_log)
 
     def _init_safety(self, env: Mapping[str, str], auto_approve: str | Iterable[str] | None,
@@ -533,15 +556,37 @@ class Runtime:
             log.error("tool %s traceId %s: the result cannot be encoded as an MCP message", name, trace)
             outcome = ErrorCode.INTERNAL_ERROR
             out = results.failure(results.internal_error(trace), results.meta(trace, requests))
+        repairs = (out.meta or {}).get(results.REPAIRS_KEY) if not out.is_error else None
+        if repairs:
+            self._drifted(name, record, repairs, (out.meta or {}).get(results.REPAIRS_OMITTED_KEY, 0))
         log.info(
-            "tool=%s traceId=%s outcome=%s requests=%d ms=%d",
+            "tool=%s traceId=%s outcome=%s requests=%d ms=%d%s",
             name,
             trace,
             outcome,
             len(requests),
             int((time.monotonic() - started) * 1000),
+            f" repairs={record.repairs['count']}" if record.repairs else "",
         )
         return self._audit_result(record, out, outcome)
+
+    def _drifted(self, name: str, record: AuditRecord, repairs: list[dict[str, Any]], omitted: int) -> None:
+        """A repaired result: counted per tool (health, audit line); each new drift logged once."""
+        self.repairs[name] = self.repairs.get(name, 0) + len(repairs) + omitted
+        record.repairs = repairs_summary(repairs, omitted)
+        for entry in record.repairs["paths"]:
+            key = (name, entry["path"], entry["expected"], entry["got"])
+            if key in self._drift_logged:
+                continue
+            if len(self._drift_logged) >= 10_000:  # bounded: a very odd upstream cannot grow it forever
+                self._drift_logged.clear()
+            self._drift_logged.add(key)
+            log.warning(
+                "tool %s: the upstream's response does not match its documented schema at %s (expected %s, got %s); "
+                "repaired: %s structuredContent, kept in the text (logged once; every repair is in _meta and the "
+                "audit line)", name, entry["path"] or "the top level", entry["expected"], entry["got"],
+                {"removed": "left out of", "null": "null in", "converted": "converted in"}[entry["action"]],
+            )
 
     def _admit(self, tool: _Tool, caller: Caller, pending: _Pending | None = None) -> None:
         """Step-up scope and rate limits, before anything else: a refused call sends nothing upstream.
@@ -606,7 +651,8 @@ class Runtime:
                 trace,
                 self.upstream.redactor.text(json.dumps(shown, default=str)[:2000]),
             )
-        check_arguments(tool.arguments, arguments)
+        arguments, nulled = drop_nulls(tool.arguments, arguments)
+        check_arguments(tool.arguments, arguments, nulled)
         branch = choose_branch(tool, arguments)
         arguments = _with_defaults(tool.spec.input_schema, arguments)
         plan = await self._gate(tool, branch, arguments, caller, asker, record, pending)  # before the deadline
@@ -854,13 +900,15 @@ class Runtime:
     ) -> types.CallToolResult:
         shaper, redact = tool.shaper_of(branch), self.upstream.redactor
         if payload.kind == "binary":
-            if tool.spec.output_schema is not None:
+            repaired = shaper.placeholder(payload.media_type) if tool.spec.output_schema is not None else None
+            if tool.spec.output_schema is not None and repaired is None:
                 raise ToolFailure.of(
                     ErrorCode.UPSTREAM_INVALID_RESPONSE,
                     f"the upstream sent {payload.media_type or 'binary data'} where the documented JSON was expected",
                 )
             uri = last.url if last else f"openapi2mcp:{tool.spec.name}"
-            return results.binary(payload.raw, payload.media_type, uri, meta, cap=self.max_binary_bytes)
+            return results.binary(payload.raw, payload.media_type, uri, meta, cap=self.max_binary_bytes,
+                                  repaired=repaired)
         if payload.kind == "empty":
             shaped = shaper.empty(last.status if last else 204)
         elif payload.kind == "text":
@@ -914,7 +962,10 @@ class Runtime:
         return mcp_server
 
     def health(self) -> dict[str, Any]:
-        return {"status": "ok", "tools": len(self._tools), "manifest": self.manifest.content_hash}
+        out: dict[str, Any] = {"status": "ok", "tools": len(self._tools), "manifest": self.manifest.content_hash}
+        if self.repairs:  # values of upstream responses that did not fit the documented schema, per tool
+            out["repairs"] = dict(self.repairs)
+        return out
 
     async def aclose(self) -> None:
         await self.upstream.aclose()

@@ -11,11 +11,13 @@ here, lazily, per tool. Three decisions keep this fast and finite on big real sp
   converted components.
 * Inputs and outputs are converted differently. Inputs keep every constraint (the server
   validates arguments before anything is sent) but lose readOnly properties. Outputs keep the
-  shape (types, properties, required, nullability) and lose value constraints (enum, pattern,
-  bounds, additionalProperties: false) and writeOnly properties: real upstreams drift from their
-  specs in exactly those places, and a result must not be rejected for a new enum value.
-  Everywhere, `oneOf` becomes `anyOf`: overlapping branches are common in real specs and would
-  make valid data fail "exactly one".
+  spec's own assertions too (enum, pattern, format, bounds, additionalProperties: false; that is
+  what `response.validate: strict` checks) but lose writeOnly properties and annotations the
+  model does not need (default, examples, title). `tolerant()` then derives the default output
+  contract from such a schema: the spec's structure and types, null accepted everywhere, none of
+  the assertions real upstreams break (see docs/compile.md, "Output schemas: what the model can
+  rely on"). Everywhere, `oneOf` becomes `anyOf`: overlapping branches are common in real specs
+  and would make valid data fail "exactly one".
 
 OpenAPI 3.0 specifics are translated: `nullable`, boolean `exclusiveMinimum/Maximum`,
 `example` -> `examples`; OpenAPI-only keywords (discriminator, xml, externalDocs, x-*) dropped.
@@ -33,12 +35,14 @@ from urllib.parse import unquote
 
 Mode = Literal["input", "output"]
 
-# Keywords that constrain values: kept for inputs, dropped for outputs (see module docstring).
+# Keywords that constrain values: kept for inputs and (strict) outputs, dropped by `tolerant()`.
 _VALUE_CONSTRAINTS = frozenset({
     "enum", "const", "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
     "multipleOf", "minLength", "maxLength", "minItems", "maxItems", "uniqueItems", "minProperties",
-    "maxProperties", "default", "examples", "title", "contentEncoding", "contentMediaType",
+    "maxProperties",
 })
+# Annotations an output schema does without (the model reads results, it does not write them).
+_INPUT_ANNOTATIONS = frozenset({"default", "examples", "title", "contentEncoding", "contentMediaType"})
 _SUBSCHEMA_LISTS = ("allOf", "anyOf", "prefixItems")
 _SUBSCHEMA_ONE = ("items", "not", "contains", "additionalItems", "if", "then", "else", "propertyNames",
                   "unevaluatedItems", "unevaluatedProperties")
@@ -46,7 +50,7 @@ _SUBSCHEMA_MAPS = ("properties", "patternProperties", "dependentSchemas")
 _MAPS_AND_DEFS = (*_SUBSCHEMA_MAPS, "$defs")
 _PLAIN_KEYWORDS = frozenset({
     "type", "description", "required", "deprecated", "dependentRequired", "$comment",
-}) | _VALUE_CONSTRAINTS
+}) | _VALUE_CONSTRAINTS | _INPUT_ANNOTATIONS
 _DROPPED = frozenset({"discriminator", "xml", "externalDocs", "example", "nullable", "readOnly", "writeOnly",
                       "$schema", "$id", "$anchor", "$dynamicAnchor", "$dynamicRef", "$defs", "definitions"})
 
@@ -75,6 +79,7 @@ class SchemaConverter:
         self._memo: dict[tuple[str, Mode, int | None], dict[str, Any]] = {}
         self._expanding: set[tuple[str, Mode, int | None]] = set()  # depth-limited expansions under way
         self._def_names: dict[str, str] = {}
+        self._tolerant: dict[int, tuple[Any, dict[str, Any]]] = {}  # id(strict node) -> (it, tolerant node)
         # walking deep schemas recursively is the simple, fast way; real specs nest a few hundred deep at most
         sys.setrecursionlimit(max(sys.getrecursionlimit(), 20_000))
 
@@ -91,6 +96,10 @@ class SchemaConverter:
         needed: list[str] = []
         out = self._node(schema, mode, needed, max_depth)
         return {**out, "$defs": self._defs(needed, mode)} if needed else out
+
+    def tolerant(self, schema: dict[str, Any], *, root: bool = True) -> dict[str, Any]:
+        """`tolerant(schema)`, sharing the work on the subschemas converted schemas share."""
+        return tolerant(schema, root=root, memo=self._tolerant)
 
     def resolve(self, node: Any, pointer: str = "") -> Any:
         """Follow `$ref`s (internal, chained) to the node they name."""
@@ -212,7 +221,7 @@ class SchemaConverter:
                     out[key] = self._node(value, mode, needed, level)
             elif key == "additionalProperties":
                 if isinstance(value, bool):
-                    if not value and mode == "input":
+                    if not value:
                         out[key] = False
                 else:
                     out[key] = self._node(value, mode, needed, inner)
@@ -220,7 +229,7 @@ class SchemaConverter:
                 # real specs repeat names (OpenAI) or put non-strings there; 2020-12 forbids both
                 out[key] = list(dict.fromkeys(v for v in value if isinstance(v, str)))
             elif key in _PLAIN_KEYWORDS:
-                if mode == "output" and key in _VALUE_CONSTRAINTS:
+                if mode == "output" and key in _INPUT_ANNOTATIONS:
                     continue
                 if _valid_keyword(key, value):  # real specs carry `pattern: 0`, `minLength: "5"`...
                     out[key] = value
@@ -231,7 +240,7 @@ class SchemaConverter:
                 out["required"] = [r for r in out["required"] if r not in hidden]
         if "required" in out and not out["required"]:
             del out["required"]
-        if mode == "input" and "allOf" in out:
+        if "allOf" in out:
             # `additionalProperties: false` inside allOf members rejects the other members' properties
             out["allOf"] = [_without_closed(s) for s in out["allOf"]]
         return _inline_single_all_of(out)
@@ -243,7 +252,7 @@ class SchemaConverter:
                 flag = node.get(bound)
                 if isinstance(flag, bool):
                     out.pop(bound, None)
-                    if flag and limit in node and mode == "input":
+                    if flag and limit in node:
                         out[bound] = node[limit]
                         out.pop(limit, None)
             if "example" in node and mode == "input" and "examples" not in out:
@@ -258,11 +267,6 @@ class SchemaConverter:
                 out["type"] = kept
             else:
                 del out["type"]
-        if mode == "output" and isinstance(node.get("enum"), list) and 0 < len(node["enum"]) <= 12:
-            # the values stay visible to the model without rejecting a value added upstream later
-            values = ", ".join(str(v) for v in node["enum"] if v is not None)
-            if len(values) <= 200:
-                out["description"] = (str(out.get("description") or "") + f" One of: {values}.").strip()
         desc = out.get("description")
         if isinstance(desc, str):
             size = self.description_limit if mode == "input" else self.output_description_limit
@@ -443,6 +447,102 @@ def _make_nullable(out: dict[str, Any]) -> None:
         return
     if "enum" in out and None not in out["enum"]:
         out["enum"] = [*out["enum"], None]
+
+
+# ----------------------------------------------------------------------------- tolerant output schemas
+
+# Assertions real upstreams break (a new enum value, a longer string, a date without the time, an
+# extra property, ...): the tolerant contract leaves them all out. Structure stays.
+_DRIFTING = _VALUE_CONSTRAINTS | frozenset({
+    "not", "if", "then", "else", "contains", "minContains", "maxContains", "propertyNames",
+    "dependentRequired", "dependentSchemas", "unevaluatedItems", "unevaluatedProperties",
+})
+_ENUM_DOC_VALUES = 12  # longer enums are not spelt out in the description
+_ENUM_DOC_CHARS = 200
+
+
+def tolerant(
+    schema: dict[str, Any], *, root: bool = True, memo: dict[int, tuple[Any, dict[str, Any]]] | None = None
+) -> dict[str, Any]:
+    """The default output contract derived from a (strict) output schema: what a model can rely on.
+
+    The structure and types of the spec stay (properties, items, `required`, anyOf/allOf, `$defs`);
+    every subschema but the root also accepts null; and none of the assertions real data breaks
+    remain (`_DRIFTING`: enum, const, format, pattern, numeric and length ranges, min/maxItems,
+    uniqueItems, `additionalProperties: false`, closed tuples, not/if/then/else, ...). An enum
+    stays readable in the description ("One of: a, b."). `required` stays: the runtime repairs a
+    result that leaves a required key out by setting it to null, so a model can rely on the key
+    being there. The root is the result object itself (structured content is never null).
+
+    A new schema is returned; `memo` (id -> (node, result)) shares the work on shared subschemas.
+    """
+    out: dict[str, Any] = _tolerant_node(schema, {} if memo is None else memo, nullable=not root)
+    return out
+
+
+def _tolerant_node(node: Any, memo: dict[int, tuple[Any, dict[str, Any]]], *, nullable: bool = True) -> Any:
+    if not isinstance(node, dict):
+        return {} if node is False else node  # `items: false` (a closed tuple) is an assertion too
+    if nullable:
+        hit = memo.get(id(node))
+        if hit is not None and hit[0] is node:
+            return hit[1]
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _DRIFTING or (key in ("additionalProperties", "items") and value is False):
+            continue
+        if key in ("properties", "patternProperties", "$defs") and isinstance(value, dict):
+            out[key] = {name: _tolerant_node(sub, memo) for name, sub in value.items()}
+        elif key in ("items", "additionalProperties") and isinstance(value, dict):
+            out[key] = _tolerant_node(value, memo)
+        elif key in ("anyOf", "oneOf", "allOf", "prefixItems") and isinstance(value, list):
+            parts = [_tolerant_node(sub, memo) for sub in value]
+            if key in ("anyOf", "oneOf"):
+                # every member accepts null now: a `{type: null}` member says nothing more
+                kept = [p for p in parts if not _only_null(p)]
+                parts = kept or parts
+                key = "anyOf"
+            out[key] = parts
+        else:
+            out[key] = value
+    documented = _enum_sentence(node)
+    if documented:
+        out["description"] = (str(out.get("description") or "") + " " + documented).strip()
+    if nullable:
+        t = out.get("type")
+        if isinstance(t, str) and t != "null":
+            out["type"] = [t, "null"]
+        elif isinstance(t, list) and "null" not in t:
+            out["type"] = [*t, "null"]
+    out = _inline_single_all_of(_single_any_of(out))
+    if nullable:
+        memo[id(node)] = (node, out)
+    return out
+
+
+def _only_null(schema: Any) -> bool:
+    return isinstance(schema, dict) and schema.get("type") in ("null", ["null"]) and \
+        not (set(schema) - {"type", "description"})
+
+
+def _enum_sentence(node: dict[str, Any]) -> str | None:
+    """`One of: a, b.` for a short enum (or a const), so the values stay visible to the model."""
+    values = node.get("enum") if isinstance(node.get("enum"), list) else [node["const"]] if "const" in node else None
+    if not values or len(values) > _ENUM_DOC_VALUES:
+        return None
+    text = ", ".join(str(v) for v in values if v is not None)
+    return f"One of: {text}." if text and len(text) <= _ENUM_DOC_CHARS else None
+
+
+def _single_any_of(out: dict[str, Any]) -> dict[str, Any]:
+    """`anyOf: [X]` (a nullable X once its null member is gone) -> X, with the outer annotations."""
+    parts = out.get("anyOf")
+    if not (isinstance(parts, list) and len(parts) == 1 and isinstance(parts[0], dict)):
+        return out
+    inner, rest = parts[0], {k: v for k, v in out.items() if k != "anyOf"}
+    if set(inner) & set(rest) - {"description", "deprecated"}:
+        return out
+    return {**inner, **rest}
 
 
 _NON_NEGATIVE = frozenset({"minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"})

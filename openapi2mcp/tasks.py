@@ -47,6 +47,7 @@ from openapi2mcp.compile import (
     op_title,
     operation_args,
     operation_spec,
+    output_contract,
     output_kind,
     request_body,
     response_base,
@@ -233,6 +234,8 @@ def paginate(ctx: Context, use: Use, pdef: PaginationDef, doc: OverlayFile, at: 
     item_out = _project(select, item, "`select`", doc, (*use_at, "response", "select")) if select else item
     defs = item_out.pop("$defs", None) if isinstance(item_out, dict) else None
     item_out = limit_depth(item_out, OUTPUT_DEPTH_TOOL + 1) if item_out else {}
+    if response_def.validate_ == "tolerant":  # the upstream's parts of the page; the paging keys are ours
+        item_out, defs, total_schema = _tolerant_page_parts(ctx, item_out, defs, total_schema)
 
     properties: dict[str, Any] = {
         "items": {"type": "array", "items": item_out, "description": "The items of this call, in order."},
@@ -289,10 +292,21 @@ def paginate(ctx: Context, use: Use, pdef: PaginationDef, doc: OverlayFile, at: 
     if (spec.position_path or spec.size_path) and operation.body is None and rbody is not None:
         operation = operation.model_copy(update={"body": BodySpec(media_type=rbody.media)})  # paging fields go in
     return Use(
-        op=op, args=use.args, operation=operation, output_schema=output,
-        output_kind="json", response=ResponseSpec(max_bytes=response_def.max_bytes), risk=use.risk,
+        op=op, args=use.args, operation=operation,
+        output_schema=None if response_def.validate_ == "off" else output,
+        output_kind="json", response=ResponseSpec(max_bytes=response_def.max_bytes, validate_=response_def.validate_),
+        risk=use.risk,
         pagination=spec, extra_inputs=extra,
     )
+
+
+def _tolerant_page_parts(
+    ctx: Context, item: dict[str, Any], defs: dict[str, Any] | None, total: dict[str, Any] | None
+) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any] | None]:
+    """The tolerant contract (schemas.tolerant) of a page's item, its $defs and its total."""
+    tolerant = ctx.converter.tolerant
+    return (tolerant(item, root=False), {k: tolerant(v, root=False) for k, v in defs.items()} if defs else defs,
+            tolerant(total, root=False) if total is not None else None)
 
 
 def _page_size(
@@ -552,6 +566,10 @@ def _finish_multi(
 ) -> ToolSpec:
     live = [(b, s) for b, s in zip(branches, specs, strict=True) if s.risk != "forbidden"]
     output_schema = merge_outputs([_branch_output(b.use) for b, _ in live]) if live else None
+    if output_schema is not None:  # a strict branch is checked against its own schema, not the union
+        specs = [s.model_copy(update={"output_schema": _branch_output(b.use)})
+                 if s.response and s.response.validate_ == "strict" and _branch_output(b.use) != output_schema else s
+                 for b, s in zip(branches, specs, strict=True)]
     units = dict(tdef.units)
     output_schema = apply_units(input_schema, output_schema, units, doc, (*at, "units"))
     description += units_line(units, [a for b, _ in live for a in b.use.args])
@@ -599,7 +617,7 @@ def _compile_branch(
     ctx: Context, tdef: ToolDef, bdef: ActionDef | VariantDef, overlay: ToolOverlay, doc: OverlayFile, at: KeyPath
 ) -> tuple[Use, Extra]:
     """One action or variant: its operation compiled (its `response`, else the tool's), then its contract."""
-    response_def = response_def_of(bdef.response or tdef.response, overlay)
+    response_def = response_def_of(overlay, bdef.response, tdef.response)
     use = compile_use(ctx, bdef.operation, bdef.params, bdef.risk, response_def, bdef.pagination, doc, at)
     return adjust_use(ctx, use, tdef, bdef, doc, at)
 
@@ -939,7 +957,7 @@ def _chain_tool(ctx: Context, tdef: ToolDef, overlay: ToolOverlay, doc: OverlayF
     if problems:
         raise InputError(problems)
 
-    response = response_spec(response_def_of(tdef.response, overlay))
+    response = response_spec(response_def_of(overlay, tdef.response))
     raw: dict[str, Any] | None
     if output_expr is not None:
         raw = _project(output_expr, _context_schema(chain, len(chain), input_schema), "`outputs`", doc, output_at,
@@ -953,6 +971,7 @@ def _chain_tool(ctx: Context, tdef: ToolDef, overlay: ToolOverlay, doc: OverlayF
     if response.select and raw is not None:
         raw = _project(response.select, raw, "`select`", doc, (*at, "response", "select"))
     output_schema, wrap = wrap_output(limit_depth(raw, OUTPUT_DEPTH_TOOL + 1)) if raw else (None, None)
+    output_schema = output_contract(ctx, output_schema, response)
     units = dict(tdef.units)
     output_schema = apply_units(input_schema, output_schema, units, doc, (*at, "units"))
     methods = [(c.op.method, DEFAULT_RISK.get(c.op.method, "medium")) for c in chain]

@@ -324,12 +324,16 @@ class McpSession:
 
 
 def ok(result: types.CallToolResult) -> Any:
-    """A success: structured content mirrored as JSON text in the first block; returns it."""
+    """A success: structured content mirrored as JSON text in the first block; returns it.
+
+    A repaired result (an upstream that drifted from its spec, `_meta["openapi2mcp/repairs"]`)
+    keeps the upstream's own values in the text: there only the repairs may differ.
+    """
     dumped = result.model_dump(mode="json", by_alias=True, exclude_none=True)
     assert not result.is_error, dumped
     block = result.content[0]
     assert isinstance(block, types.TextContent), dumped
-    if result.structured_content is not None:
+    if result.structured_content is not None and not (result.meta or {}).get("openapi2mcp/repairs"):
         assert json.loads(block.text) == result.structured_content, dumped
     return result.structured_content
 

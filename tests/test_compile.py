@@ -346,7 +346,10 @@ def test_projection_field_must_exist_and_shapes_the_output(tmp_path: Path) -> No
         tools:
           - name: items_list
             operation: GET /items
-            response: {select: "[*].{id: id, kind: kind}", max_items: 5}
+            response: {select: "[*].{id: id, kind: kind}", max_items: 5, validate: strict}
+          - name: items_tolerant
+            operation: GET /items
+            response: {select: "[*].{id: id, kind: kind}"}
         """)
     t = tool(c, "items_list")
     assert t.response.wrap == "items" and t.response.max_items == 5
@@ -354,6 +357,9 @@ def test_projection_field_must_exist_and_shapes_the_output(tmp_path: Path) -> No
     assert item["required"] == ["id", "kind"]
     assert item["properties"]["id"]["type"] == "string"
     assert item["properties"]["kind"]["type"] == ["string", "null"]  # not required upstream
+    tolerant = tool(c, "items_tolerant").output_schema["properties"]["items"]["items"]
+    assert tolerant["required"] == ["id", "kind"]  # the keys are always there (null when the upstream drops one)
+    assert tolerant["properties"]["id"]["type"] == ["string", "null"]
 
 
 def test_duplicate_tool_names_and_two_tool_overlays(tmp_path: Path) -> None:

@@ -397,15 +397,6 @@ UPSTREAM_FAILURES = [
         "database on fire",
         id="500-upstream-error",
     ),
-    pytest.param(
-        "pets_get",
-        {"petId": "1"},
-        {"operation": "getPet", "kind": "lie"},
-        "UPSTREAM_INVALID_RESPONSE",
-        {"retryable": False},
-        "does not match the documented schema",
-        id="lying-upstream",
-    ),
 ]
 
 
@@ -431,6 +422,19 @@ def test_upstream_failures_map_to_stable_codes(
     if fault:
         assert pet_up.last_request()["fault"] == fault.get("kind", "status")
     assert not pet.call("pets_get", {"petId": "1"}).is_error  # the session is fine afterwards
+
+
+def test_a_lying_upstream_is_repaired_not_refused(transport: str, pet: McpSession, pet_up: Upstream) -> None:
+    # every way of drifting, and strict/off, are in the drift tier (tests/test_drift.py)
+    pet_up.fault(operation="getPet", kind="lie")  # {"unexpected": ..., "items": "not-a-list"}: no id, no name
+    result = pet.call("pets_get", {"petId": "1"})  # the SDK client checked it against the outputSchema
+    assert not result.is_error and result.structured_content is not None
+    assert (result.structured_content["id"], result.structured_content["name"]) == (None, None)
+    assert isinstance(result.content[0], types.TextContent)
+    assert json.loads(result.content[0].text)["unexpected"] == "this body does not match the response schema"
+    assert result.meta is not None
+    repaired = {(r["path"], r["got"]) for r in result.meta["openapi2mcp/repairs"]}
+    assert repaired >= {("id", "missing"), ("name", "missing")}
 
 
 def test_unauthorized_when_the_upstream_refuses_the_token(transport: str, pet: McpSession, pet_up: Upstream) -> None:

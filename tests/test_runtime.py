@@ -34,6 +34,7 @@ from openapi2mcp.manifest import (
 )
 from openapi2mcp.result import error_of
 from openapi2mcp.runtime import ConfigError, Runtime, http_app, transport_security
+from openapi2mcp.schemas import tolerant
 from tests.runtime_upstream import (
     fixed,
     free_port,
@@ -123,6 +124,35 @@ async def test_argument_errors_are_short_and_name_the_field(
     assert (body["code"], body["field"], body["retryable"]) == ("ARGUMENT_INVALID", field, False)
     assert body["message"] == message
     assert "openapi2mcp/requests" not in (result.meta or {})  # the upstream was never called
+    await runtime.aclose()
+
+
+NULLABLE_SCHEMA = {  # the shape of FastAPI/pydantic `Optional[...]` fields: anyOf [X, {type: null}]
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "concurrency_limit": {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "null"}]},
+        "flows": {"anyOf": [{"type": "object", "additionalProperties": False, "properties": {
+            "name": {"anyOf": [{"type": "object", "additionalProperties": False,
+                                "properties": {"like_": {"type": "string"}}}, {"type": "null"}]}}},
+            {"type": "null"}]},
+    },
+}
+
+
+@pytest.mark.anyio
+async def test_null_means_not_given_and_nullable_errors_name_the_nested_field(upstream: str) -> None:
+    nullable = tool("filter_flows", op("POST", "/echo/filter"), input_schema=NULLABLE_SCHEMA)
+    runtime = Runtime(manifest(upstream, search_tool(), nullable))
+    given = ok(await runtime.call("search_notes", {"keyword": "mcp", "limit": None, "since": None, "owner": None}))
+    assert given["query"] == "keyword=mcp&limit=5"  # null: not given, so the default is sent
+    missing = err(await runtime.call("search_notes", {"keyword": None}))
+    assert (missing["field"], missing["message"]) == ("keyword", "keyword: required, got null")
+    nested = err(await runtime.call("filter_flows", {"flows": {"name": {"like_": 5}}}))
+    assert nested["field"] == "flows.name.like_"
+    assert nested["message"] == "flows.name.like_: expected string, got integer"
+    low = err(await runtime.call("filter_flows", {"concurrency_limit": -3}))
+    assert low["message"] == "concurrency_limit: -3 is less than the minimum of 1"
     await runtime.aclose()
 
 
@@ -271,7 +301,9 @@ async def test_result_kinds(upstream: str) -> None:
         tool("text_wrapped", op("GET", "/raw", fixed("body", "hello"), fixed("ct", "text/csv")), output_schema=wrapped),
         tool("empty", op("DELETE", "/empty")),
         tool("bad_json", op("GET", "/raw", fixed("body", "{nope"))),
-        tool("png_but_json", op("GET", "/png"), output_schema={"type": "object"}),
+        tool("png_but_json", op("GET", "/png"), output_schema={"type": "object"},
+             response=ResponseSpec(validate_="strict")),
+        tool("png_but_json_tolerant", op("GET", "/png"), output_schema={"type": "object"}),
     )
     runtime = Runtime(m)
     image = await runtime.call("png", {})
@@ -290,6 +322,11 @@ async def test_result_kinds(upstream: str) -> None:
     assert ok(await runtime.call("empty", {})) == {"status": 204}
     assert err(await runtime.call("bad_json", {}))["code"] == "UPSTREAM_INVALID_RESPONSE"
     assert err(await runtime.call("png_but_json", {}))["code"] == "UPSTREAM_INVALID_RESPONSE"
+    drifted = await runtime.call("png_but_json_tolerant", {})  # tolerant: the image, and an empty object
+    assert isinstance(drifted.content[0], types.ImageContent) and drifted.structured_content == {}
+    assert drifted.meta is not None
+    assert drifted.meta["openapi2mcp/repairs"] == [
+        {"path": "", "expected": "JSON", "got": "image/png", "action": "removed"}]
     await runtime.aclose()
 
 
@@ -411,7 +448,9 @@ def mcp_manifest(base: str) -> Manifest:
     return manifest(
         base,
         tool("get_pet", op("GET", "/raw", fixed("body", good)), output_schema=PET_SCHEMA),
-        tool("get_pet_lying", op("GET", "/raw", fixed("body", lying)), output_schema=PET_SCHEMA),
+        tool("get_pet_lying", op("GET", "/raw", fixed("body", lying)), output_schema=PET_SCHEMA,
+             response=ResponseSpec(validate_="strict")),
+        tool("get_pet_drifting", op("GET", "/raw", fixed("body", lying)), output_schema=tolerant(PET_SCHEMA)),
         tool("missing_pet", op("GET", "/status/404"), output_schema=PET_SCHEMA),
         tool(
             "list_pets",
@@ -436,13 +475,20 @@ async def exercise(client: Client, protocol: str) -> None:
         cursor = page.next_cursor
         if cursor is None:
             break
-    assert names == ["get_pet", "get_pet_lying", "missing_pet", "list_pets", "whoami"]
+    assert names == ["get_pet", "get_pet_lying", "get_pet_drifting", "missing_pet", "list_pets", "whoami"]
 
     pet = await client.call_tool("get_pet", {})  # the SDK client validates against outputSchema
     assert (pet.is_error, pet.structured_content) == (False, {"id": 7, "name": "Rex"})
     lying = err(await client.call_tool("get_pet_lying", {}))  # must not crash the client
     assert lying["code"] == "UPSTREAM_INVALID_RESPONSE"
     assert "at id: expected integer, got string" in lying["message"]
+    for _ in range(2):  # logged once (test_stdio_client), counted each time (health)
+        drifting = await client.call_tool("get_pet_drifting", {})  # tolerant: repaired, the SDK validated it
+    assert (drifting.is_error, drifting.structured_content) == (False, {"id": None, "name": "Rex"})
+    assert json.loads(drifting.content[0].text) == {"id": "seven", "name": "Rex"}  # as the upstream sent it
+    assert drifting.meta is not None
+    assert drifting.meta["openapi2mcp/repairs"] == [
+        {"path": "id", "expected": "integer", "got": "string", "action": "null"}]
     assert err(await client.call_tool("missing_pet", {}))["code"] == "NOT_FOUND"
     pets = await client.call_tool("list_pets", {"n": 10})
     assert len(pets.structured_content["pets"]) == 3
@@ -501,6 +547,8 @@ async def test_stdio_client(upstream: str, tmp_path: Path, mode: str, protocol: 
     errlog.close()
     logs = (tmp_path / "stderr.log").read_text()
     assert "tool=get_pet traceId=" in logs  # logs go to stderr, and stdout stayed protocol-only
+    drift = "tool get_pet_drifting: the upstream's response does not match its documented schema at id"
+    assert logs.count(drift) == 1, logs  # a warning the first time, not on every call
     assert CANARY not in logs
 
 
@@ -515,7 +563,9 @@ async def test_streamable_http_both_eras(upstream: str, stateless: bool) -> None
                 await exercise(client, protocol)
         async with httpx2.AsyncClient() as http:
             health = await http.get(base + "/healthz")
-            assert health.json() == {"status": "ok", "tools": 5, "manifest": m.content_hash}
+            # four calls of the drifting tool (two per era), one repaired value each: an operator sees it
+            assert health.json() == {"status": "ok", "tools": 6, "manifest": m.content_hash,
+                                     "repairs": {"get_pet_drifting": 4}}
             init = {
                 "jsonrpc": "2.0",
                 "id": 1,
@@ -558,7 +608,7 @@ def test_serve_http_starts_and_shuts_down_gracefully(upstream: str, tmp_path: Pa
                 assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
                 assert time.monotonic() < deadline
                 time.sleep(0.1)
-        assert health.json()["tools"] == 5
+        assert health.json()["tools"] == 6
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(15) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal after a clean exit
         assert proc.stderr is not None

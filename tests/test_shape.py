@@ -39,6 +39,10 @@ def shaper(output_schema: dict[str, Any] | None = None, **spec: Any) -> Shaper:
     return Shaper(ResponseSpec(**spec), output_schema)
 
 
+def strict(output_schema: dict[str, Any] | None = None, **spec: Any) -> Shaper:
+    return Shaper(ResponseSpec(validate_="strict", **spec), output_schema)
+
+
 def failure(fn: Any, *args: Any) -> dict[str, Any]:
     with pytest.raises(ToolFailure) as info:
         fn(*args)
@@ -64,7 +68,7 @@ def test_wrap_non_object_values() -> None:
 
 
 def test_non_object_without_wrap_against_a_schema_is_invalid_response() -> None:
-    body = failure(shaper({"type": "object"}).json, [1, 2])
+    body = failure(strict({"type": "object"}).json, [1, 2])
     assert body["code"] == "UPSTREAM_INVALID_RESPONSE"
     assert "expected object, got array" in body["message"]
 
@@ -119,7 +123,7 @@ def test_max_bytes_refuses_what_cannot_fit() -> None:
 
 def test_max_bytes_refuses_when_shortening_would_break_the_schema() -> None:
     schema = {"type": "object", "properties": {"id": {"type": "string", "pattern": "^x+$"}}}
-    body = failure(shaper(schema, max_bytes=100).json, {"id": "x" * 500})
+    body = failure(strict(schema, max_bytes=100).json, {"id": "x" * 500})
     assert body["code"] == "RESPONSE_TOO_LARGE"
 
 
@@ -135,7 +139,7 @@ def test_fit_keeps_valid_json_for_nested_lists() -> None:
 def test_lying_upstream_names_the_first_mismatch() -> None:
     body = dict(ITEMS)
     body["items"] = [{"id": 0, "name": "a"}, {"id": 1, "name": "b"}, {"id": 2, "name": "c"}, {"id": "x", "name": "d"}]
-    error = failure(shaper(LIST_SCHEMA).json, body)
+    error = failure(strict(LIST_SCHEMA).json, body)
     assert error["code"] == "UPSTREAM_INVALID_RESPONSE"
     assert error["message"] == (
         "the upstream response does not match the documented schema at items[3].id: expected integer, got string"
@@ -143,7 +147,7 @@ def test_lying_upstream_names_the_first_mismatch() -> None:
 
 
 def test_mismatch_message_never_dumps_a_large_instance() -> None:
-    error = failure(shaper({"type": "object", "properties": {"a": {"type": "string"}}}).json, {"a": ["z" * 9000]})
+    error = failure(strict({"type": "object", "properties": {"a": {"type": "string"}}}).json, {"a": ["z" * 9000]})
     assert len(error["message"]) < 200
 
 
@@ -158,7 +162,7 @@ def test_text_bodies() -> None:
 
 
 def test_text_where_json_was_documented_is_invalid_response() -> None:
-    error = failure(shaper(LIST_SCHEMA).text, "<html>oops</html>", "text/html")
+    error = failure(strict(LIST_SCHEMA).text, "<html>oops</html>", "text/html")
     assert error["code"] == "UPSTREAM_INVALID_RESPONSE"
     assert "text/html" in error["message"]
 
@@ -166,7 +170,7 @@ def test_text_where_json_was_documented_is_invalid_response() -> None:
 def test_empty_bodies() -> None:
     assert shaper().empty(204).structured == {"status": 204}
     assert shaper({"type": "object", "additionalProperties": False}).empty(204).structured == {}
-    error = failure(shaper(LIST_SCHEMA).empty, 204)
+    error = failure(strict(LIST_SCHEMA).empty, 204)
     assert error["code"] == "UPSTREAM_INVALID_RESPONSE"
     assert "do not repeat it" in error["message"]
 
