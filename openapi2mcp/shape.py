@@ -206,7 +206,19 @@ def describe_error(error: ValidationError) -> str:
             return describe_error(best)
     if error.validator == "type":
         return f"expected {type_names(error.validator_value)}, got {json_type(error.instance)}"
-    return clip(error.message)
+    message, value = error.message, repr(error.instance)
+    if len(value) > 40 and message.startswith(value):  # jsonschema starts with the whole value: keep the reason
+        message = _short_value(error.instance) + message[len(value):]
+    return clip(message)
+
+
+def _short_value(value: Any) -> str:
+    """A long value as a message can quote it: its start and its size."""
+    if isinstance(value, str):
+        return f"{value[:24]!r}… ({len(value)} characters)"
+    if isinstance(value, list | dict):
+        return f"{clip(dumps(value), 24)} ({len(value)} {'items' if isinstance(value, list) else 'keys'})"
+    return clip(repr(value), 40)
 
 
 def type_names(expected: Any) -> str:

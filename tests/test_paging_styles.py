@@ -421,7 +421,7 @@ async def test_a_container_named_in_params_is_merged_with_its_nested_arguments(u
         ok(await runtime.call("flows_find", {"flows": {"name": None}, "name_like": "b"}))  # null: nothing there
         assert json.loads(up.last_request("filterFlows")["body"])["flows"] == {"name": {"like_": "b"}}
         wrong = err(await runtime.call("flows_find", {"flows": {"name": ["x"]}, "name_like": "b"}))
-        assert (wrong["code"], wrong["field"]) == ("ARGUMENT_INVALID", "flows")  # its schema says so first
+        assert (wrong["code"], wrong["field"]) == ("ARGUMENT_INVALID", "flows.name")  # named where it breaks
     finally:
         await runtime.aclose()
 

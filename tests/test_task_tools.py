@@ -423,14 +423,14 @@ async def test_variants_pick_by_the_arguments_given(runtime: Runtime, up: Upstre
 @pytest.mark.anyio
 async def test_null_arguments_mean_not_given_in_every_kind_of_tool(runtime: Runtime, up: Upstream) -> None:
     # models send null for the optional arguments they do not use: variants, paging, actions, chains
-    listing = ok(await runtime.call("pets.find", {"petId": None, "status": "sold", "limit": None, "cursor": None,
+    listing = ok(await runtime.call("pets_find", {"petId": None, "status": "sold", "limit": None, "cursor": None,
                                                   "sort": None}))
     assert [p["name"] for p in listing["items"]] == ["Bubbles", "Bella"]  # petId null: the list variant
     assert up.count("getPet") == 0
-    ok(await runtime.call("pets.manage", {"action": "update", "petId": "1", "status": "pending", "name": None,
+    ok(await runtime.call("pets_manage", {"action": "update", "petId": "1", "status": "pending", "name": None,
                                           "age": None, "weight_kg": None}))
     assert json.loads(up.last_request("updatePet")["body"]) == {"status": "pending"}
-    chained = err(await runtime.call("orders.get_full", {"orderId": None}))
+    chained = err(await runtime.call("orders_get_full", {"orderId": None}))
     assert (chained["field"], chained["message"]) == ("orderId", "orderId: required, got null")
     assert up.count("getOrder") == 0
 

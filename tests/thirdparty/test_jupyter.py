@@ -266,21 +266,17 @@ def test_a_wrong_token_is_forbidden(jupyter: Service, spec: Path, logs: Path, lo
             assert "not-the-token" not in json.dumps(refused)
 
 
-# ============================================================================ needs branch `drift`
+# ============================================================================ drift: the spec as published
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs branch drift (issue 10 part 1): a response that does not fit the spec must not fail the call",
-)
 def test_drift_the_unpatched_spec_still_answers(jupyter: Service, spec: Path, logs: Path, loop: BlockingPortal) -> None:
     """Jupyter's spec as published, no OAI fixes, a tool without a `select`: what real users hit.
 
     Every answer carries `"hash": null, "hash_algorithm": null` (typed string), `"mimetype": null`
-    for folders, and a folder's `content` is an array (typed string). Today every call is
-    UPSTREAM_INVALID_RESPONSE; issue 10 part 1 wants the answer, with the values that do not fit
-    left out of structuredContent (the SDK client validates it) and named in `_meta`, and the
-    upstream's JSON unchanged in the text block.
+    for folders, and a folder's `content` is an array (typed string). Every call used to be
+    UPSTREAM_INVALID_RESPONSE; now the answer comes, with the values that do not fit left out of
+    structuredContent (the SDK client validates it) and named in `_meta`, and the upstream's JSON
+    unchanged in the text block (issue 10 part 1).
     """
     overlay = logs / "jupyter-raw.yaml"
     raw = {

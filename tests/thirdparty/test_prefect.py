@@ -170,10 +170,7 @@ BAD = [
     pytest.param("flows_manage", {"action": "create", "name": "a/b"}, "name", "does not match", id="name-pattern"),
     pytest.param("flows_manage", {"action": "delete"}, "id", "action 'delete' needs id", id="action-needs"),
     pytest.param("variables_manage", {"action": "create", "name": "x" * 256, "value": 1}, "name",
-                 "is too long", id="max-length",
-                 marks=pytest.mark.xfail(strict=True, reason="product bug: shape.describe_error clips jsonschema's "
-                                         "message, which starts with the whole value, so a long value cuts the "
-                                         "reason off ('name: 'xxxx…')")),
+                 "is too long", id="max-length"),
     pytest.param("variables_manage", {"action": "delete", "name": "x", "value": 1}, "value",
                  "action 'delete' does not take value", id="not-this-action"),
     pytest.param("variables_get", {"name": "x", "x-prefect-api-version": "0.8.4"}, "x-prefect-api-version",
@@ -269,16 +266,15 @@ def test_lists_page_through_post_bodies(
         s.close()
 
 
-# ============================================================================ needs branch `drift` (issue 10 part 5)
+# ============================================================================ nullable arguments (issue 10 part 5)
 
 
-@pytest.mark.xfail(strict=True, reason="branch drift (issue 10 part 5): errors on nullable arguments describe X")
 def test_errors_on_nullable_arguments_describe_the_value_branch(
     transport: str, session: McpSession, prefect: Service
 ) -> None:
     """VariableUpdate.tags is anyOf [{type: array, items: string}, {type: null}]; FlowCreate.labels is
     anyOf [{type: object, additionalProperties: anyOf [boolean, integer, number, string]}, {type: null}].
-    Today: "tags: expected null, got array" and "labels: expected null, got object"."""
+    They used to say "tags: expected null, got array" and "labels: expected null, got object"."""
     before = prefect.relay.bytes_up
     tags = err(session.call("variables_manage", {"action": "update", "name": "x", "tags": ["ok", 1]}),
                "ARGUMENT_INVALID")
