@@ -11,8 +11,7 @@ stdio and Streamable HTTP in both protocol eras.
   so a test can pull the plug (connection refused, as for a server that is down) and put it back
   without restarting a server that takes seconds to start.
 * `Service` is one started server: its process group, its log, its real and relayed URLs.
-* `Overlay` writes the overlay a test serves: the curated file, minus the entries that wait for a
-  feature of another branch (`pending`), for the tests that must pass with today's code.
+* `Overlay` is the curated overlay a test serves (overlays/NAME.yaml) and the tools it lists.
 * `User` answers the confirmations (elicitation on 2025-11-25, input-required on 2026-07-28).
 """
 
@@ -293,51 +292,18 @@ def fetch_spec(url: str, dest: Path, headers: Mapping[str, str] | None = None) -
 
 
 class Overlay:
-    """The curated overlay of `overlays/NAME.yaml`, optionally without the entries that wait for
-    another branch's feature.
+    """The curated overlay of `overlays/NAME.yaml`, as the tests serve it."""
 
-    `pending` maps a tool name, or `tool/action` for one action or variant label, to what it
-    waits for. `today()` writes the overlay without them (what today's code can serve);
-    `full` is the curated file itself.
-    """
-
-    def __init__(self, name: str, pending: Mapping[str, str] | None = None) -> None:
+    def __init__(self, name: str) -> None:
         self.full = OVERLAYS / f"{name}.yaml"
-        self.pending = dict(pending or {})
 
-    def data(self, *, with_pending: bool) -> dict[str, Any]:
+    def data(self) -> dict[str, Any]:
         data: dict[str, Any] = yaml.safe_load(self.full.read_text(encoding="utf-8"))
-        if with_pending:
-            return data
-        tools = []
-        for tool in data["tools"]:
-            if tool["name"] in self.pending:
-                continue
-            for key in ("actions", "variants"):
-                if key not in tool:
-                    continue
-                if key == "actions":
-                    tool["actions"] = {
-                        a: d for a, d in tool["actions"].items() if f"{tool['name']}/{a}" not in self.pending
-                    }
-                else:
-                    tool["variants"] = [
-                        v for v in tool["variants"] if f"{tool['name']}/{v.get('name', '')}" not in self.pending
-                    ]
-            tools.append(tool)
-        data["tools"] = tools
         return data
 
-    def today(self, folder: Path) -> Path:
-        if not self.pending:
-            return self.full
-        path = folder / self.full.name
-        path.write_text(yaml.safe_dump(self.data(with_pending=False), sort_keys=False), encoding="utf-8")
-        return path
-
-    def listed(self, *, with_pending: bool = False) -> list[str]:
+    def listed(self) -> list[str]:
         """The tool names a client lists, in overlay order."""
-        return [t["name"] for t in self.data(with_pending=with_pending)["tools"] if t.get("risk") != "forbidden"]
+        return [t["name"] for t in self.data()["tools"] if t.get("risk") != "forbidden"]
 
 
 # ============================================================================ the user behind the client

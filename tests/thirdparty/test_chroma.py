@@ -52,7 +52,7 @@ def spec(chroma: Service, logs: Path) -> Path:
 @pytest.fixture(scope="module")
 def served(chroma: Service, spec: Path) -> tuple[list[str], dict[str, str]]:
     """`serve` arguments and environment (the spec fetched from the server, the curated overlay)."""
-    return [str(spec), "--overlay", str(OVERLAY.today(spec.parent)), "--log-level", "info"], {
+    return [str(spec), "--overlay", str(OVERLAY.full), "--log-level", "info"], {
         "CHROMA_URL": chroma.url,
         "CHROMA_TOKEN": CANARY,
     }

@@ -72,7 +72,7 @@ def serve_args(spec: Path, overlay: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def served(jupyter: Service, spec: Path) -> tuple[list[str], dict[str, str]]:
-    return serve_args(spec, OVERLAY.today(spec.parent)), {"JUPYTER_URL": jupyter.url, "JUPYTER_TOKEN": TOKEN}
+    return serve_args(spec, OVERLAY.full), {"JUPYTER_URL": jupyter.url, "JUPYTER_TOKEN": TOKEN}
 
 
 @pytest.fixture(scope="module")
@@ -253,7 +253,7 @@ def test_the_token_never_reaches_clients_or_logs(transport: str, session: McpSes
 
 def test_a_wrong_token_is_forbidden(jupyter: Service, spec: Path, logs: Path, loop: BlockingPortal) -> None:
     """Jupyter answers 403 (not 401) to a wrong token; over HTTP in both eras."""
-    args = serve_args(spec, OVERLAY.today(spec.parent))
+    args = serve_args(spec, OVERLAY.full)
     env = {"JUPYTER_URL": jupyter.url, "JUPYTER_TOKEN": "not-the-token"}
     with HttpServer.start(args, log_dir=logs, env=env) as server:
         for mode in ("legacy", "auto"):

@@ -113,7 +113,7 @@ def env_for(kinto: Service) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def served(kinto: Service, spec: Path) -> tuple[list[str], dict[str, str]]:
-    return [str(spec), "--overlay", str(OVERLAY.today(spec.parent)), "--log-level", "info"], env_for(kinto)
+    return [str(spec), "--overlay", str(OVERLAY.full), "--log-level", "info"], env_for(kinto)
 
 
 @pytest.fixture(scope="module")
@@ -272,7 +272,7 @@ def test_the_password_never_reaches_clients_or_logs(transport: str, session: Mcp
 
 
 def test_a_wrong_password_is_unauthorized(kinto: Service, spec: Path, logs: Path, loop: BlockingPortal) -> None:
-    args = [str(spec), "--overlay", str(OVERLAY.today(spec.parent))]
+    args = [str(spec), "--overlay", str(OVERLAY.full)]
     env = {**env_for(kinto), "KINTO_PASSWORD": "wrong-password"}
     with HttpServer.start(args, log_dir=logs, env=env) as server:
         for mode in ("legacy", "auto"):

@@ -62,7 +62,7 @@ def env_for(prefect: Service) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def served(prefect: Service, spec: Path) -> tuple[list[str], dict[str, str]]:
-    return [str(spec), "--overlay", str(OVERLAY.today(spec.parent)), "--log-level", "info"], env_for(prefect)
+    return [str(spec), "--overlay", str(OVERLAY.full), "--log-level", "info"], env_for(prefect)
 
 
 @pytest.fixture(scope="module")
