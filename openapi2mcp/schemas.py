@@ -267,6 +267,8 @@ class SchemaConverter:
                 out["type"] = kept
             else:
                 del out["type"]
+        if mode == "input":
+            _format_bounds(out)
         desc = out.get("description")
         if isinstance(desc, str):
             size = self.description_limit if mode == "input" else self.output_description_limit
@@ -431,6 +433,26 @@ def _direct_refs(node: Any) -> Iterator[str]:
                     stack.append(v)
         elif isinstance(n, list):
             stack.extend(v for v in n if isinstance(v, dict | list))
+
+
+# OpenAPI's integer formats are ranges a server enforces (a 32-bit field refuses 2**31); JSON Schema
+# validators do not know them, so arguments get them as bounds (the model sees them too).
+_FORMAT_RANGES: dict[str, tuple[int, int]] = {
+    "int8": (-(2**7), 2**7 - 1), "int16": (-(2**15), 2**15 - 1), "int32": (-(2**31), 2**31 - 1),
+    "int64": (-(2**63), 2**63 - 1), "uint8": (0, 2**8 - 1), "uint16": (0, 2**16 - 1), "uint32": (0, 2**32 - 1),
+    "uint64": (0, 2**64 - 1),
+}
+
+
+def _format_bounds(out: dict[str, Any]) -> None:
+    fmt = out.get("format")
+    found = _FORMAT_RANGES.get(fmt) if isinstance(fmt, str) else None
+    if found is None or "integer" not in schema_types(out):
+        return
+    low, high = found
+    for key, bound, tighter in (("minimum", low, max), ("maximum", high, min)):
+        given = out.get(key)
+        out[key] = tighter(given, bound) if isinstance(given, int | float) and not isinstance(given, bool) else bound
 
 
 def _make_nullable(out: dict[str, Any]) -> None:

@@ -163,7 +163,7 @@ def test_params_keys_mean_the_argument_the_model_sees(tmp_path: Path) -> None:
               itemId: {description: "The item to replace."}
               body_itemId: {hidden: true}
         """)
-    props = tool(c, "items.put").input_schema["properties"]
+    props = tool(c, "items_put").input_schema["properties"]
     assert props["itemId"]["description"] == "The item to replace."
     assert "body_itemId" not in props
     renamed = compile_text(tmp_path, MINI, """\
@@ -171,7 +171,7 @@ def test_params_keys_mean_the_argument_the_model_sees(tmp_path: Path) -> None:
         tools:
           - {name: items.put, operation: putItem, params: {new_id: {rename: body_itemId}}}
         """)
-    props = tool(renamed, "items.put").input_schema["properties"]
+    props = tool(renamed, "items_put").input_schema["properties"]
     assert {"itemId", "new_id"} <= set(props) and "body_itemId" not in props
     # a rename to the name the argument is already served as (Kinto's `_sort` is served as `sort`)
     same = compile_text(tmp_path, MINI, """\
@@ -179,7 +179,7 @@ def test_params_keys_mean_the_argument_the_model_sees(tmp_path: Path) -> None:
         tools:
           - {name: items.get, operation: getItem, params: {"filter[status]": {rename: filter_status}}}
         """)
-    assert "filter_status" in tool(same, "items.get").input_schema["properties"]
+    assert "filter_status" in tool(same, "items_get").input_schema["properties"]
 
 
 def test_non_object_body_is_one_argument_and_arrays_are_wrapped(tmp_path: Path) -> None:
@@ -582,3 +582,22 @@ def test_corpus_tool_schemas_are_valid_json_schema(corpus: Path) -> None:
             jsonschema.Draft202012Validator.check_schema(t.input_schema)
             if t.output_schema:
                 jsonschema.Draft202012Validator.check_schema(t.output_schema)
+
+
+def test_integer_formats_become_bounds_of_arguments(tmp_path: Path) -> None:
+    """A server enforces int32 (found on Chroma by the property tier); JSON Schema validators do not."""
+    spec = {
+        "openapi": "3.0.3", "info": {"title": "t", "version": "1"}, "servers": [{"url": "https://x.example"}],
+        "paths": {"/n": {"get": {"operationId": "getN", "parameters": [
+            {"name": "a", "in": "query", "schema": {"type": "integer", "format": "int32"}},
+            {"name": "b", "in": "query", "schema": {"type": "integer", "format": "uint32", "maximum": 10}},
+            {"name": "c", "in": "query", "schema": {"type": "string", "format": "int32"}},
+        ], "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {
+            "type": "object", "properties": {"n": {"type": "integer", "format": "int32"}}}}}}}}}},
+    }
+    get = tool(compile_text(tmp_path, spec, all_operations=True), "getN")
+    props = get.input_schema["properties"]
+    assert (props["a"]["minimum"], props["a"]["maximum"]) == (-(2**31), 2**31 - 1)
+    assert (props["b"]["minimum"], props["b"]["maximum"]) == (0, 10)  # the spec's own bound is tighter
+    assert "maximum" not in props["c"]  # not an integer
+    assert "maximum" not in get.output_schema["properties"]["n"]  # results are not held to it

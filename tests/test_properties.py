@@ -1,184 +1,45 @@
-"""Property-based tier: generated arguments, valid and hostile, against every tool of the examples.
+"""Property-based tier over the example APIs: generated arguments, valid and hostile, for every tool
+of every example overlay (tests/properties.py says what is generated and which properties hold).
 
-hypothesis (with hypothesis-jsonschema) draws arguments from each tool's `inputSchema` as the
-client sees it, and breaks them in the ways models and attackers do: wrong types, values out of
-range, missing and unknown keys, null, NaN and infinities, control characters, lone surrogates,
-huge strings. Every call goes through the real MCP server (the SDK client in memory, which also
-checks structured content against `outputSchema`) to a real example upstream on 127.0.0.1 that
-validates every request against its spec with openapi-core.
-
-Properties, for every call:
-* no crash and no INTERNAL_ERROR: a result, or a tool error with a stable code;
-* a call refused before anything was sent names the argument (`field`);
-* every request that reached the upstream was valid for its spec (no openapi-core violation).
-
-Runs are derandomised (the same examples every run, so CI is repeatable); set
-`O2M_HYPOTHESIS_SEED=random` to explore new ones locally.
+The example upstreams validate every request they receive against their spec with openapi-core;
+the third-party servers get the same tier behind tests/spec_proxy.py (tests/thirdparty/).
 """
 
 from __future__ import annotations
 
-import functools
-import json
-import math
-import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any
 
-import jsonschema
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
-from hypothesis_jsonschema import from_schema
-from mcp import Client, MCPError, types
 
-from openapi2mcp.manifest import Manifest
-from openapi2mcp.result import error_of
-from openapi2mcp.runtime import Runtime
-from tests.e2e_support import portal
 from tests.helpers import compile_example
+from tests.properties import PROFILE, Target, check, draw_call, served_in_memory
 
 pytestmark = pytest.mark.filterwarnings("ignore::hypothesis.errors.NonInteractiveExampleWarning")
 
 SERVED = [("notes", "overlay.yaml"), ("petstore", "overlay.yaml"), ("petstore", "overlay-tasks.yaml"),
           ("market", "overlay.yaml"), ("mailfiles", "overlay.yaml")]
-# every risk is approved, so that writes reach the upstream and are checked there too
-APPROVE = "critical"
-EXPLORE = os.environ.get("O2M_HYPOTHESIS_SEED") == "random"
-PROFILE = settings(
-    max_examples=int(os.environ.get("O2M_HYPOTHESIS_EXAMPLES", "60")),
-    deadline=None,
-    derandomize=not EXPLORE,
-    database=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large,
-                           HealthCheck.filter_too_much],
-)
-
-
-@dataclass
-class Served:
-    name: str
-    manifest: Manifest
-    upstream: Any
-    call: Any  # (name, arguments) -> CallToolResult, through the SDK client
-    tools: list[types.Tool]
-    calls: list[tuple[str, Any, str]] = field(default_factory=list)  # (tool, arguments, outcome) for reports
 
 
 @pytest.fixture(scope="module", params=SERVED, ids=[f"{n}-{o.removesuffix('.yaml')}" for n, o in SERVED])
-def served(request: pytest.FixtureRequest) -> Iterator[Served]:
+def target(request: pytest.FixtureRequest) -> Iterator[Target]:
     from examples import Upstream
 
     name, overlay = request.param
     manifest = compile_example(name, overlay=overlay).manifest
-    with Upstream.start(name) as up, portal() as loop:
-        runtime = Runtime(manifest, environ={"OPENAPI2MCP_BASE_URL": up.base_url}, auto_approve=APPROVE)
-        client = loop.wrap_async_context_manager(Client(runtime.build_server(), mode="legacy"))
-        session = client.__enter__()
-        try:
-            tools = loop.call(session.list_tools).tools
-            yield Served(f"{name}/{overlay}", manifest, up,
-                         lambda tool, args: loop.call(session.call_tool, tool, args), tools)
-        finally:
-            client.__exit__(None, None, None)
-            loop.call(runtime.aclose)
-
-
-# ============================================================================ argument strategies
-
-JSON_SCALARS = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(
-    max_size=40)
-JSON_VALUES = st.recursive(JSON_SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
-    st.text(max_size=10), inner, max_size=4), max_leaves=12)
-# what hostile clients send that JSON Schema generators never do
-NASTY_STRINGS = st.sampled_from([
-    "", " ", "\x00", "a\r\nX-Injected: 1", "\x0b lead", "../../etc/passwd", "%2e%2e%2f", "?x=1&y=2#frag",
-    "\ud800", "cut \ud83d", "é☕\u202e\u200b", "x" * 70_000, "{{7*7}}", "'; DROP TABLE x; --", "NaN",
-]) | st.text(alphabet=st.characters(codec="utf-8", exclude_categories=()), max_size=30)
-NASTY_NUMBERS = st.sampled_from([math.nan, math.inf, -math.inf, 10**400, -(10**30), 1e308, -0.0, 2**63])
-
-
-@functools.cache
-def _valid(schema_json: str) -> st.SearchStrategy[dict[str, Any]]:
-    schema = json.loads(schema_json)
-    return from_schema(schema, allow_x00=True)  # type: ignore[no-any-return]
-
-
-def _broken(schema: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
-    """One valid call, then one thing changed the way a model or an attacker would."""
-    props: dict[str, Any] = schema.get("properties") or {}
-    names = sorted(props)
-    required = [n for n in schema.get("required", []) if n in props]
-
-    @st.composite
-    def build(draw: st.DrawFn) -> dict[str, Any]:
-        base = dict(draw(_valid(json.dumps(schema, sort_keys=True))))
-        how = draw(st.sampled_from(["wrong", "nasty", "number", "null", "unknown", "missing", "random"]))
-        if how == "random" or not names:
-            return dict(draw(st.dictionaries(st.text(max_size=12), JSON_VALUES, max_size=5)))
-        key = draw(st.sampled_from(names))
-        if how == "wrong":
-            base[key] = draw(JSON_VALUES)
-        elif how == "nasty":
-            base[key] = draw(NASTY_STRINGS)
-        elif how == "number":
-            base[key] = draw(NASTY_NUMBERS)
-        elif how == "null":
-            base[key] = None
-        elif how == "unknown":
-            base[draw(st.text(min_size=1, max_size=12).filter(lambda k: k not in props))] = draw(JSON_VALUES)
-        elif required:
-            base.pop(draw(st.sampled_from(required)), None)
-        return base
-
-    return build()
-
-
-# ============================================================================ the properties
-
-
-def _check(served: Served, tool: types.Tool, arguments: dict[str, Any]) -> None:
-    seen = len(served.upstream.violations())
-    try:
-        result = served.call(tool.name, arguments)
-    except MCPError as e:  # a protocol error for a listed tool and object arguments: never expected
-        raise AssertionError(f"{served.name} {tool.name}({_shown(arguments)}): protocol error {e!r}") from None
-    body = error_of(result) if result.is_error else None
-    outcome = (body or {}).get("code", "ok") if result.is_error else "ok"
-    served.calls.append((tool.name, arguments, outcome))
-    where = f"{served.name} {tool.name}({_shown(arguments)})"
-    violations = served.upstream.violations()[seen:]
-    assert not violations, f"{where}: the upstream received a request its spec does not allow: {violations[0]}"
-    if not result.is_error:
-        if tool.output_schema is not None and result.structured_content is not None:
-            jsonschema.validate(result.structured_content, tool.output_schema)  # what the SDK client checks too
-        return
-    assert body is not None, f"{where}: an error without the seed-000 body: {result.model_dump_json()[:500]}"
-    assert body["code"] != "INTERNAL_ERROR", f"{where}: {body}"
-    assert isinstance(body.get("message"), str) and body["message"], f"{where}: {body}"
-    sent = (result.meta or {}).get("openapi2mcp/requests") or []
-    if body["code"] == "ARGUMENT_INVALID" and not sent:
-        assert body.get("field") is not None, f"{where}: refused without naming the argument: {body}"
-
-
-def _shown(arguments: Any) -> str:
-    text = json.dumps(arguments, ensure_ascii=True, default=repr)
-    return text if len(text) < 300 else text[:300] + "..."
+    with Upstream.start(name) as up, served_in_memory(f"{name}/{overlay}", manifest,
+                                                      {"OPENAPI2MCP_BASE_URL": up.base_url}, up.violations) as t:
+        yield t
 
 
 @PROFILE
 @given(data=st.data())
-def test_valid_arguments_are_served_or_refused_cleanly(served: Served, data: st.DataObject) -> None:
-    tool = data.draw(st.sampled_from(served.tools), label="tool")
-    schema = dict(tool.input_schema)
-    arguments = data.draw(_valid(json.dumps(schema, sort_keys=True)), label="arguments")
-    _check(served, tool, dict(arguments))
+def test_valid_arguments_are_served_or_refused_cleanly(target: Target, data: st.DataObject) -> None:
+    check(target, *draw_call(data, target, broken=False))
 
 
 @PROFILE
 @given(data=st.data())
-def test_broken_arguments_are_refused_with_a_named_field(served: Served, data: st.DataObject) -> None:
-    tool = data.draw(st.sampled_from(served.tools), label="tool")
-    arguments = data.draw(_broken(dict(tool.input_schema)), label="arguments")
-    _check(served, tool, arguments)
+def test_broken_arguments_are_refused_with_a_named_field(target: Target, data: st.DataObject) -> None:
+    check(target, *draw_call(data, target, broken=True))

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from anyio.from_thread import BlockingPortal
 
 from tests.e2e_support import portal
-from tests.thirdparty.support import TRANSPORTS, User
+from tests.thirdparty.support import TRANSPORTS, User, generated_target
+
+if TYPE_CHECKING:
+    from tests.properties import Target
 
 
 @pytest.fixture(scope="module")
@@ -38,3 +42,11 @@ def user() -> User:
 def fresh_user(user: User) -> None:
     """Every test starts with a user who accepts, and nothing asked yet."""
     user.reset()
+
+
+@pytest.fixture(scope="module")
+def generated(served: tuple[list[str], dict[str, str]]) -> Iterator[Target]:
+    """The module's overlay served in memory, through tests/spec_proxy.py, for the property tier."""
+    args, env = served
+    with generated_target(args, env) as target:
+        yield target

@@ -27,7 +27,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import httpx2
 import mcp_types as types
@@ -37,6 +38,10 @@ from anyio.from_thread import BlockingPortal
 
 from tests.e2e_support import LEGACY, MODERN, HttpServer, McpSession
 from tests.local import ROOT, free_port
+from tests.spec_proxy import SpecProxy
+
+if TYPE_CHECKING:
+    from tests.properties import Target
 
 OVERLAYS = ROOT / "overlays"
 LOCKS = ROOT / ".ci" / "thirdparty"
@@ -344,3 +349,28 @@ def connect(
     return McpSession.stdio(
         loop, list(args), mode=mode, label=transport, log_dir=log_dir, env=env, elicitation_callback=user
     )
+
+
+# ============================================================================ the property tier
+
+
+@contextlib.contextmanager
+def generated_target(args: list[str], env: Mapping[str, str]) -> Iterator[Target]:
+    """`serve ARGS` (a spec and its overlays) compiled as the CLI does, in memory, with the server
+    behind a proxy that checks every request against the spec the tools were compiled from."""
+    from openapi2mcp.compile import compile_manifest
+    from openapi2mcp.load import load_spec
+    from openapi2mcp.overlay import apply_oai_overlays, read_overlay
+    from openapi2mcp.upstream import base_url
+    from tests.properties import served_in_memory  # hypothesis: loaded by the tests that use it
+
+    spec = args[0]
+    docs = [read_overlay(Path(args[i + 1])) for i, a in enumerate(args) if a == "--overlay"]
+    oai = [d for d in docs if d.oai is not None]
+    loaded = load_spec(spec, patch=(lambda d: apply_oai_overlays(d, oai)) if oai else None)
+    manifest = compile_manifest(loaded, docs).manifest
+    url = urlsplit(base_url(manifest.upstream, env)[0])
+    with SpecProxy.start(loaded.document, target=f"{url.scheme}://{url.netloc}", base_path=url.path) as proxy:
+        environ = {**env, "OPENAPI2MCP_BASE_URL": proxy.url + url.path}
+        with served_in_memory(manifest.server.name, manifest, environ, lambda: proxy.violations) as target:
+            yield target

@@ -19,8 +19,11 @@ import httpx2
 import jsonschema
 import pytest
 from anyio.from_thread import BlockingPortal
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.e2e_support import HttpServer, McpSession, err, no_traceback, ok
+from tests.properties import PROFILE, Target, check, draw_call
 from tests.thirdparty.support import TRANSPORTS, Overlay, Service, User, connect, fetch_spec, server_python
 
 OVERLAY = Overlay("chroma")
@@ -291,3 +294,12 @@ def test_the_token_never_reaches_clients_or_logs(
     assert CANARY not in log
     no_traceback(log)
 
+
+# ============================================================================ property tier (last: it writes at random)
+
+
+@PROFILE
+@given(data=st.data())
+def test_generated_arguments_hold_the_properties(generated: Target, data: st.DataObject) -> None:
+    """tests/properties.py against this real server, every request checked by tests/spec_proxy.py."""
+    check(generated, *draw_call(data, generated, broken=data.draw(st.booleans(), label="broken")))

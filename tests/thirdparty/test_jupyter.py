@@ -19,8 +19,11 @@ from typing import Any
 import pytest
 import yaml
 from anyio.from_thread import BlockingPortal
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.e2e_support import HttpServer, McpSession, err, no_traceback, ok
+from tests.properties import PROFILE, Target, check, draw_call
 from tests.thirdparty.support import TRANSPORTS, Overlay, Service, User, connect, fetch_spec, server_python
 
 OVERLAY = Overlay("jupyter")
@@ -305,3 +308,13 @@ def test_drift_the_unpatched_spec_still_answers(jupyter: Service, spec: Path, lo
     assert result.meta is not None
     repairs = [r for v in result.meta.values() if isinstance(v, list) for r in v if isinstance(r, dict) and "path" in r]
     assert [(r["path"], r["expected"], r["got"]) for r in repairs] == [("content", "string", "array")], result.meta
+
+
+# ============================================================================ property tier (last: it writes at random)
+
+
+@PROFILE
+@given(data=st.data())
+def test_generated_arguments_hold_the_properties(generated: Target, data: st.DataObject) -> None:
+    """tests/properties.py against this real server, every request checked by tests/spec_proxy.py."""
+    check(generated, *draw_call(data, generated, broken=data.draw(st.booleans(), label="broken")))

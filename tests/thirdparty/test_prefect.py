@@ -20,8 +20,11 @@ from typing import Any
 import httpx2
 import pytest
 from anyio.from_thread import BlockingPortal
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.e2e_support import HttpServer, McpSession, err, no_traceback, ok, run_cli
+from tests.properties import PROFILE, Target, check, draw_call
 from tests.thirdparty.support import TRANSPORTS, Overlay, Service, User, connect, fetch_spec, server_python
 
 OVERLAY = Overlay("prefect")
@@ -283,3 +286,13 @@ def test_errors_on_nullable_arguments_describe_the_value_branch(
                  "ARGUMENT_INVALID")
     assert labels["message"].startswith("labels.team: expected boolean or integer or number or string"), labels
     assert prefect.relay.bytes_up == before
+
+
+# ============================================================================ property tier (last: it writes at random)
+
+
+@PROFILE
+@given(data=st.data())
+def test_generated_arguments_hold_the_properties(generated: Target, data: st.DataObject) -> None:
+    """tests/properties.py against this real server, every request checked by tests/spec_proxy.py."""
+    check(generated, *draw_call(data, generated, broken=data.draw(st.booleans(), label="broken")))
