@@ -405,7 +405,8 @@ def _parse(data: bytes, display: str, content_type: str | None = None) -> tuple[
         return _parse_yaml(text, display), text
     try:
         document = json.loads(text, parse_int=_json_int, parse_float=_json_float, parse_constant=_json_float)
-        return _as_tree(document, len(text), display), text
+        check_document(document, size=len(text), file=display, aliases=False)  # JSON shares nothing
+        return document, text
     except _BadNumber as exc:
         line, column = _position(text, exc.literal)
         raise InputError.at(

@@ -457,6 +457,10 @@ class Runtime:
         except InputRequired:
             self._audit_denial(record, None, "input_required")
             raise
+        except anyio.get_cancelled_exc_class():  # not an Exception: the client cancelled or went away
+            log.info("tool=%s traceId=%s outcome=cancelled requests=%d", name, trace, len(requests))
+            self.auditor.cancelled(record)
+            raise
         except MCPError as e:  # a refused request state (policy.invalid_state)
             invalid = isinstance(e.error.data, dict) and e.error.data.get("reason") == "invalid_request_state"
             self._audit_denial(record, "REQUEST_STATE_INVALID" if invalid else f"JSONRPC_{e.code}")

