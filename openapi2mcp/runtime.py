@@ -93,9 +93,11 @@ from openapi2mcp.policy import (
     Asker,
     InputRequired,
     Policy,
+    argument_notes,
     describe_request,
     needs_confirmation,
     parse_auto_approve,
+    shown_arguments,
 )
 from openapi2mcp.resources import Catalog
 from openapi2mcp.shape import (
@@ -719,6 +721,9 @@ class Runtime:
         }
         if preview is not None:
             structured["preview"] = preview
+        hidden = argument_notes(shown_arguments(spec, branch, real, self.upstream.redactor))
+        if hidden:  # where the requests above hold what a reader cannot see (display.py)
+            structured["argumentWarnings"] = hidden
         if dry.mode == "required":
             structured["dryRunToken"], structured["expiresAt"] = self.policy.dry_run_token(
                 spec, branch, arguments, plan.caller)
