@@ -1065,7 +1065,7 @@ def apply_oai_overlays(document: dict[str, Any], overlays: list[OverlayFile]) ->
                     doc = merged
                 else:
                     _set(doc, node.location, merged)
-        check_document(doc, size=0, file=ov.path)  # an update may nest deep data into deep places
+        check_document(doc, size=0, file=ov.path, aliases=False)  # an update may nest deep data deep
     return doc
 
 
