@@ -5,9 +5,10 @@ what it holds. These checks run on the parsed data of each document, whatever re
 (libyaml and `json` in load.py, ruamel.yaml in overlay.py), so the rule is the same everywhere:
 
 * **Nesting**: at most `MAX_NESTING` lists and mappings inside each other. Real specs stay under
-  30 (the deepest points of GitHub, OpenAI, DigitalOcean and Stripe are 21 to 23). Deeper data breaks recursive code further down (copy, JSON
-  encoders, pydantic's serialiser stops at 255 levels, so a Manifest holding it cannot be written
-  or sent), and a tool schema nested that deep is of no use to a model.
+  30 (the deepest points of GitHub, OpenAI, DigitalOcean and Stripe are 21 to 23). Deeper data
+  breaks recursive code further down (copy, JSON encoders, pydantic's serialiser stops at 255
+  levels, so a Manifest holding it cannot be written or sent), and a tool schema nested that deep
+  is of no use to a model.
 * **YAML aliases**: an alias makes one object appear in several places (or inside itself). An
   alias that contains itself is refused, and so is a document whose aliases would expand it far
   beyond its own size (a "billion laughs": 1 KB that becomes gigabytes when walked or copied).
