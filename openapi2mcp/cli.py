@@ -92,18 +92,27 @@ def _guarded(fn: Callable[[], T]) -> T:
     except BrokenPipeError:  # `openapi2mcp inspect ... | head`: the reader left; not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise typer.Exit(0) from None
+    except ExceptionGroup as group:  # the stdio server's task group: the client closed its end
+        if group.split((BrokenPipeError, ConnectionResetError))[1] is not None:
+            return _bug(group)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise typer.Exit(0) from None
     except Exception as e:
-        from openapi2mcp.runtime import ConfigError
+        return _bug(e)
 
-        if isinstance(e, ConfigError):
-            _fail(f"error: {e}")
-        if os.environ.get("OPENAPI2MCP_DEBUG"):
-            raise
-        _fail(
-            f"internal error ({type(e).__name__}: {e}). This is a bug in openapi2mcp; rerun with "
-            "OPENAPI2MCP_DEBUG=1 for the traceback and report it.",
-            code=1,
-        )
+
+def _bug(e: Exception) -> NoReturn:
+    from openapi2mcp.runtime import ConfigError
+
+    if isinstance(e, ConfigError):
+        _fail(f"error: {e}")
+    if os.environ.get("OPENAPI2MCP_DEBUG"):
+        raise e
+    _fail(
+        f"internal error ({type(e).__name__}: {e}). This is a bug in openapi2mcp; rerun with "
+        "OPENAPI2MCP_DEBUG=1 for the traceback and report it.",
+        code=1,
+    )
 
 
 def _compile(

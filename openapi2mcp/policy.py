@@ -45,6 +45,7 @@ from openapi2mcp.manifest import (
     DRY_RUN_ARG,
     DRY_RUN_INTERNAL_ARG,
     DRY_RUN_TOKEN_ARG,
+    PLACEHOLDER,
     RISK_ORDER,
     Branch,
     ToolSpec,
@@ -363,7 +364,7 @@ def argument_notes(shown: Mapping[str, Shown]) -> list[str]:
     return [f"{k} holds {', '.join(v.notes)}" for k, v in shown.items() if v.notes]
 
 
-_FILL = re.compile(r"""(["'\u201c\u2018\u00ab]?)(\{\{|\}\}|\{([^{}]*)\})(["'\u201d\u2019\u00bb]?)""")
+_FILL = re.compile("([\"'\u201c\u2018\u00ab]?)(" + PLACEHOLDER.pattern + ")([\"'\u201d\u2019\u00bb]?)")
 _QUOTE_PAIRS: Final = frozenset({('"', '"'), ("'", "'"), ("\u201c", "\u201d"), ("\u2018", "\u2019"),
                                  ("\u00ab", "\u00bb")})
 

@@ -226,6 +226,27 @@ async def test_a_dropped_json_answer_at_2026_07_28_still_gets_the_calls_line(up:
     assert (line["tool"], line["outcome"], line["requests"][0]["status"]) == ("links_create", "ok", 201)
 
 
+def test_a_client_that_stops_reading_ends_serve_quietly(overlay: Path, tmp_path: Path, up: Upstream) -> None:
+    """The client closes its end of the server's stdout (an Inspector giving up): the next answer
+    cannot be written. Before, that was "internal error (ExceptionGroup ...) This is a bug", exit 1."""
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "gone", "version": "1"}}}
+    process = subprocess.Popen(cli("serve", str(SPEC), "--overlay", str(overlay)), env=child_env(env_for(up)),
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+    process.stdin.write((json.dumps(hello) + "\n").encode())
+    process.stdin.flush()
+    assert json.loads(process.stdout.readline())["id"] == 1
+    process.stdout.close()  # the client stops reading
+    for message in ({"jsonrpc": "2.0", "method": "notifications/initialized"},
+                    {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}):
+        process.stdin.write((json.dumps(message) + "\n").encode())
+    process.stdin.close()
+    stderr = process.stderr.read().decode()  # until the server exits
+    assert process.wait(timeout=60) == 0, stderr
+    assert "internal error" not in stderr and "Traceback" not in stderr, stderr
+
+
 # ============================================================================ item 14: the file
 
 
