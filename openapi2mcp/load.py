@@ -61,7 +61,7 @@ from prance.util.resolver import RESOLVE_FILES, RESOLVE_HTTP, TRANSLATE_EXTERNAL
 
 from openapi2mcp import __version__
 from openapi2mcp.errors import InputError, Location, Problem, SpecWarning
-from openapi2mcp.untrusted import NUMBER_HINT, check_document, number_problem
+from openapi2mcp.untrusted import MAX_NESTING, NUMBER_HINT, check_document, number_problem
 
 __all__ = ["LoadedSpec", "load_spec"]
 
@@ -123,7 +123,7 @@ def load_spec(
         return _load(given, reader, strict=strict)
     except RecursionError as exc:
         raise InputError.at(
-            "the document is nested too deeply to process",
+            f"the document is nested too deeply to process (the limit is {MAX_NESTING} levels)",
             file=given,
             hint=_NESTING_HINT,
         ) from exc
