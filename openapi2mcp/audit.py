@@ -24,9 +24,12 @@ action, count}]}`, paths with list indexes as [*], at most `MAX_REPAIR_PATHS`).
 
 from __future__ import annotations
 
+import errno
 import json
+import logging
 import os
 import re
+import stat
 import sys
 import threading
 import time
@@ -107,6 +110,47 @@ def _line(record: Mapping[str, Any]) -> bytes:
         return (json.dumps(record, separators=(",", ":"), default=str) + "\n").encode()
 
 
+def _open_private(target: str) -> int:
+    """Open (or create) the log for appending, as a file only its owner can read (0600).
+
+    The path is often in a shared folder, so a planted file must not redirect or expose the
+    trail: a symlink is refused (O_NOFOLLOW; checked by the kernel, no race), so is a regular
+    file owned by another user or with other hard links; an existing regular file with wider
+    permissions is tightened to 0600, with a warning. Pipes and devices (a FIFO to a collector)
+    are written as they are.
+    """
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(target, flags, 0o600)
+    except OSError as e:
+        if e.errno == errno.ELOOP or os.path.islink(target):
+            raise AuditError(f"cannot open the audit log {target}: it is a symbolic link, which is refused (a link "
+                             "planted there would send the audit trail elsewhere); give the real path") from None
+        raise AuditError(f"cannot open the audit log {target}: {e.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISREG(info.st_mode):
+            problem = None
+            if info.st_uid != os.geteuid():
+                problem = f"it belongs to another user (uid {info.st_uid}), who could read or change the trail"
+            elif info.st_nlink > 1:
+                problem = f"it has {info.st_nlink - 1} other hard link(s), through which it could be read or changed"
+            if problem:
+                raise AuditError(f"cannot use the audit log {target}: {problem}; remove it or give another path")
+            mode = stat.S_IMODE(info.st_mode)
+            if mode & 0o077:
+                os.fchmod(fd, 0o600)
+                logging.getLogger("openapi2mcp.audit").warning(
+                    "the audit log %s could be read by others (mode %04o); its mode is now 0600", target, mode)
+    except OSError as e:
+        os.close(fd)
+        raise AuditError(f"cannot secure the audit log {target}: {e.strerror or e}") from None
+    except AuditError:
+        os.close(fd)
+        raise
+    return fd
+
+
 class AuditLog:
     """An append-only JSON-lines target: a file, or stderr (`-`)."""
 
@@ -117,10 +161,7 @@ class AuditLog:
         if target == "-":
             self._fd = sys.stderr.fileno()
             return
-        try:
-            self._fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        except OSError as e:
-            raise AuditError(f"cannot open the audit log {target}: {e.strerror}") from None
+        self._fd = _open_private(target)
 
     def write(self, record: Mapping[str, Any]) -> None:
         """Append one line (one write call); AuditError when it cannot be written in full."""
@@ -204,6 +245,17 @@ class Auditor:
         """The call's one result line (AuditError: do not return the result)."""
         if self.log is not None:
             self.log.write(record.line("result", outcome, error))
+
+    def cancelled(self, record: AuditRecord) -> None:
+        """The result line of a call cancelled mid-way (the client's notifications/cancelled, a dropped
+        connection, shutdown). Synchronous, so the cancellation under way cannot interrupt it; never
+        raises, so the cancellation goes on: what was sent before is still on record."""
+        if self.log is None:
+            return
+        try:
+            self.log.write(record.line("result", "cancelled", None))
+        except AuditError as e:
+            logging.getLogger("openapi2mcp.audit").error("traceId %s: %s", record.trace_id, e)
 
     def close(self) -> None:
         if self.log is not None:

@@ -23,7 +23,6 @@ Checked here, every problem with file, line and a suggestion:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -50,6 +49,7 @@ from openapi2mcp.manifest import (
     ResourceSpec,
     ResponseSpec,
     ToolSpec,
+    placeholders,
 )
 from openapi2mcp.overlay import KeyPath, OverlayFile, PromptDef, ResourceDef, ToolOverlay
 from openapi2mcp.projection import ProjectionError, project_schema
@@ -57,7 +57,6 @@ from openapi2mcp.schemas import schema_types
 from openapi2mcp.uritemplate import TemplateError, UriTemplate
 
 RESOURCE_MAX_BYTES = 1_000_000  # default cap on a resource's text (tools default to 64,000)
-_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
 _TEXT_TYPES = ("application/xml", "application/yaml", "application/x-yaml", "application/javascript")
 
 
@@ -286,14 +285,9 @@ def _is_json(media: str) -> bool:
 # ============================================================================ prompts
 
 
-def _placeholders(text: str) -> list[str]:
-    """The `{name}` placeholders of a prompt template (`{{` and `}}` are literal braces)."""
-    return [m.group(1) for m in _PLACEHOLDER.finditer(text) if m.group(1) is not None]
-
-
 def _check_template(text: str, declared: list[str], doc: OverlayFile, where: KeyPath) -> list[Problem]:
     problems = []
-    for name in _placeholders(text):
+    for name in placeholders(text):
         if name in declared:
             continue
         hint = did_you_mean(name, declared)

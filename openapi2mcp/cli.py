@@ -51,8 +51,15 @@ AllOpsOpt = Annotated[
 StrictOpt = Annotated[bool, typer.Option("--strict", help="Validate the spec fully; spec warnings become errors.")]
 RemoteOpt = Annotated[
     list[str] | None,
-    typer.Option("--allow-remote-refs", help="Allow $refs to this host (repeatable; '*' for any host)."),
+    typer.Option("--allow-remote-refs", help="Allow $refs (and redirects) to this origin (https://host:port), "
+                 "host:port or host (every port); repeatable, '*' for any. Default: the spec's own origin only."),
 ]
+FetchTimeoutOpt = Annotated[
+    float,
+    typer.Option("--fetch-timeout", envvar="OPENAPI2MCP_FETCH_TIMEOUT", show_envvar=False, min=1,
+                 help="Seconds a spec given by URL may take to fetch, its remote $refs included."),
+]
+FETCH_TIMEOUT = 120.0  # = load.FETCH_DEADLINE (not imported here: the CLI starts without the loader)
 RefRootOpt = Annotated[
     Path | None,
     typer.Option("--ref-root", help="Folder that file $refs may reach (default: the spec's own folder)."),
@@ -87,18 +94,27 @@ def _guarded(fn: Callable[[], T]) -> T:
     except BrokenPipeError:  # `openapi2mcp inspect ... | head`: the reader left; not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise typer.Exit(0) from None
+    except ExceptionGroup as group:  # the stdio server's task group: the client closed its end
+        if group.split((BrokenPipeError, ConnectionResetError))[1] is not None:
+            return _bug(group)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise typer.Exit(0) from None
     except Exception as e:
-        from openapi2mcp.runtime import ConfigError
+        return _bug(e)
 
-        if isinstance(e, ConfigError):
-            _fail(f"error: {e}")
-        if os.environ.get("OPENAPI2MCP_DEBUG"):
-            raise
-        _fail(
-            f"internal error ({type(e).__name__}: {e}). This is a bug in openapi2mcp; rerun with "
-            "OPENAPI2MCP_DEBUG=1 for the traceback and report it.",
-            code=1,
-        )
+
+def _bug(e: Exception) -> NoReturn:
+    from openapi2mcp.runtime import ConfigError
+
+    if isinstance(e, ConfigError):
+        _fail(f"error: {e}")
+    if os.environ.get("OPENAPI2MCP_DEBUG"):
+        raise e
+    _fail(
+        f"internal error ({type(e).__name__}: {e}). This is a bug in openapi2mcp; rerun with "
+        "OPENAPI2MCP_DEBUG=1 for the traceback and report it.",
+        code=1,
+    )
 
 
 def _compile(
@@ -109,6 +125,7 @@ def _compile(
     remote: list[str] | None,
     quiet: bool = False,
     ref_root: Path | None = None,
+    fetch_timeout: float = FETCH_TIMEOUT,
 ) -> Compiled:
     from openapi2mcp.compile import compile_manifest
     from openapi2mcp.errors import InputError
@@ -123,7 +140,7 @@ def _compile(
         return apply_oai_overlays(document, oai)
 
     loaded = load_spec(spec, allow_remote_refs=allow or False, strict=strict, ref_root=ref_root,
-                       patch=patch if oai else None)
+                       patch=patch if oai else None, fetch_deadline=fetch_timeout)
     compiled = compile_manifest(loaded, docs, all_operations=all_operations)
     if strict and compiled.warnings:
         raise InputError(compiled.warnings, title="spec problems (--strict):")
@@ -154,11 +171,13 @@ def inspect(
     strict: StrictOpt = False,
     allow_remote_refs: RemoteOpt = None,
     ref_root: RefRootOpt = None,
+    fetch_timeout: FetchTimeoutOpt = FETCH_TIMEOUT,
 ) -> None:
     """Show the tools exactly as an MCP client will see them, with their size."""
 
     def run() -> None:
-        compiled = _compile(spec, overlay, all_operations, strict, allow_remote_refs, quiet=True, ref_root=ref_root)
+        compiled = _compile(spec, overlay, all_operations, strict, allow_remote_refs, quiet=True, ref_root=ref_root,
+                            fetch_timeout=fetch_timeout)
         listed = [t for t in compiled.manifest.tools if t.risk != "forbidden"]
         definitions = [t.definition() for t in listed]
         _warn_names(compiled.manifest.server.name, [t.name for t in listed])
@@ -241,11 +260,13 @@ def compile_cmd(
     strict: StrictOpt = False,
     allow_remote_refs: RemoteOpt = None,
     ref_root: RefRootOpt = None,
+    fetch_timeout: FetchTimeoutOpt = FETCH_TIMEOUT,
 ) -> None:
     """Compile SPEC and overlays into a frozen, hashed Manifest (what `serve --manifest` runs)."""
 
     def run() -> None:
-        compiled = _compile(spec, overlay, all_operations, strict, allow_remote_refs, ref_root=ref_root)
+        compiled = _compile(spec, overlay, all_operations, strict, allow_remote_refs, ref_root=ref_root,
+                            fetch_timeout=fetch_timeout)
         text = compiled.manifest.to_json()
         if str(output) == "-":
             sys.stdout.write(text)
@@ -287,6 +308,7 @@ def serve(
     strict: StrictOpt = False,
     allow_remote_refs: RemoteOpt = None,
     ref_root: RefRootOpt = None,
+    fetch_timeout: FetchTimeoutOpt = FETCH_TIMEOUT,
     log_level: Annotated[str, typer.Option(help="Log level for stderr.")] = "warning",
     auth_tokens: Annotated[
         Path | None, typer.Option("--auth-tokens", envvar="OPENAPI2MCP_AUTH_TOKENS_FILE", show_envvar=False,
@@ -368,7 +390,8 @@ def serve(
     """Serve the tools over MCP (stdio by default, or Streamable HTTP) and forward calls upstream."""
 
     def run() -> None:
-        m = _manifest_for_serve(spec, overlay, manifest, all_operations, strict, allow_remote_refs, ref_root)
+        m = _manifest_for_serve(spec, overlay, manifest, all_operations, strict, allow_remote_refs, ref_root,
+                               fetch_timeout)
         from openapi2mcp.auth import AuthOptions  # after the Manifest: its peak is not stacked on the SDK's
         from openapi2mcp.package_runner import RunOptions
         from openapi2mcp.package_runner import serve as serve_manifest
@@ -399,6 +422,7 @@ def _manifest_for_serve(
     strict: bool,
     remote: list[str] | None,
     ref_root: Path | None,
+    fetch_timeout: float = FETCH_TIMEOUT,
 ) -> Manifest:
     from openapi2mcp.manifest import Manifest
 
@@ -413,7 +437,8 @@ def _manifest_for_serve(
             _fail(f"{manifest}: not a usable manifest: {str(e).splitlines()[0]}")
     if not spec:
         _fail("give a SPEC (with --overlay or --all-operations), or --manifest FILE")
-    return _compile(spec, overlay, all_operations, strict, remote, ref_root=ref_root).manifest
+    return _compile(spec, overlay, all_operations, strict, remote, ref_root=ref_root,
+                    fetch_timeout=fetch_timeout).manifest
 
 
 @app.command()
@@ -493,6 +518,7 @@ def build(
     strict: StrictOpt = False,
     allow_remote_refs: RemoteOpt = None,
     ref_root: RefRootOpt = None,
+    fetch_timeout: FetchTimeoutOpt = FETCH_TIMEOUT,
 ) -> None:
     """Freeze the tools into a server package: pyproject, Manifest, lock, Dockerfile, k8s/ (see docs/build.md)."""
 
@@ -502,7 +528,8 @@ def build(
         from openapi2mcp.build import build_package, default_name, package_name
 
         started = time.monotonic()
-        m = _manifest_for_serve(spec, overlay, manifest, all_operations, strict, allow_remote_refs, ref_root)
+        m = _manifest_for_serve(spec, overlay, manifest, all_operations, strict, allow_remote_refs, ref_root,
+                               fetch_timeout)
         target = out or Path("dist") / (package_name(name) if name else default_name(m))
         result = build_package(m, target, name=name, version=version, base_image=base_image,
                                openapi2mcp_wheel_file=openapi2mcp_wheel, lock=lock.value)

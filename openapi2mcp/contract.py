@@ -50,6 +50,7 @@ from openapi2mcp.manifest import (
     DryRunSpec,
     IdempotencySpec,
     ToolSpec,
+    placeholders,
 )
 from openapi2mcp.overlay import (
     ConfirmationDef,
@@ -237,6 +238,8 @@ def finish_tool(
                 hint="confirmation: {mode: never, acknowledge_risk: true} (or `--auto-approve critical` for "
                 "trusted automation, recorded in the audit log)",
             ))
+        if conf.message is not None:
+            _check_message(conf.message, branch, spec, doc, (*where, "confirmation", "message"))
         ddef = _dry_run_of(tdef, bdef)
         dry_run = None
         if ddef is not None:
@@ -292,6 +295,27 @@ def finish_tool(
             )
         update["annotations"] = annotations
     return spec.model_copy(update=update)
+
+
+def _check_message(message: str, branch: Branch, spec: ToolSpec, doc: OverlayFile, where: KeyPath) -> None:
+    """Every `{name}` of a confirmation message is an argument of its branch (as prompts are checked)."""
+    names = branch.accepts if branch.accepts is not None else list(spec.input_schema.get("properties", {}))
+    names = [n for n in names if n not in (DRY_RUN_ARG, DRY_RUN_TOKEN_ARG)]
+    problems = []
+    for name in placeholders(message):
+        if name in names:
+            continue
+        hint = did_you_mean(name, names)
+        kind = {"action": "action", "presence": "variant"}.get(spec.dispatch)
+        which = f"{kind} {branch.key!r} of {spec.name}" if kind else spec.name
+        problems.append(doc.problem(
+            where, f"{{{name}}} in the confirmation message is not an argument of {which}"
+            + (f"; {hint}" if hint else ""),
+            hint=(f"its arguments: {', '.join(sorted(names))}" if names else "it takes no arguments")
+            + "; write {{ and }} for literal braces",
+        ))
+    if problems:
+        raise InputError(problems)
 
 
 def contract_sentences(branches: list[Branch]) -> str:
@@ -350,6 +374,9 @@ def dry_run_result_schema(preview: dict[str, Any]) -> dict[str, Any]:
                      "description": "The exact requests a real call sends (secrets shown as ***)."},
         "sideEffects": {"type": "array", "items": {"type": "string"}},
         "confirmation": {"type": "string", "description": "Whether the real call asks the user first."},
+        "argumentWarnings": {"type": "array", "items": {"type": "string"},
+                             "description": "Arguments holding what a reader cannot see (invisible characters, "
+                             "long runs of spaces, line breaks)."},
     }
     if preview:
         properties["preview"] = {**preview, "description": "The upstream's own preview of the call."}

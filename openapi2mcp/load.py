@@ -48,6 +48,7 @@ import hashlib
 import json
 import os
 import re
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -60,6 +61,7 @@ from prance.util.resolver import RESOLVE_FILES, RESOLVE_HTTP, TRANSLATE_EXTERNAL
 
 from openapi2mcp import __version__
 from openapi2mcp.errors import InputError, Location, Problem, SpecWarning
+from openapi2mcp.untrusted import MAX_NESTING, NUMBER_HINT, check_document, number_problem
 
 __all__ = ["LoadedSpec", "load_spec"]
 
@@ -67,6 +69,7 @@ MAX_FILE_BYTES = 50 * 1024 * 1024  # one file or URL
 MAX_TOTAL_BYTES = 200 * 1024 * 1024  # all files of one spec
 MAX_FILES = 10_000  # DigitalOcean has 2,850
 MAX_REDIRECTS = 5
+FETCH_DEADLINE = 120.0  # seconds for all network reads of one load (the spec and its remote refs)
 MAX_STRICT_PROBLEMS = 50
 SUPPORTED_VERSIONS = "Swagger 2.0 and OpenAPI 3.0, 3.1, 3.2"
 
@@ -102,26 +105,31 @@ def load_spec(
     strict: bool = False,
     timeout: float = 30.0,
     ref_root: str | os.PathLike[str] | None = None,
+    fetch_deadline: float = FETCH_DEADLINE,
     patch: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> LoadedSpec:
     """Load, bundle, normalise and check a spec; raise `InputError` when it cannot be used.
 
-    allow_remote_refs: remote `$ref`s may go to the spec's own host; True allows any host, a list
-    of host names (or host:port) allows those. strict: validate with openapi-spec-validator and
-    treat warnings as errors. timeout: seconds per HTTP request. ref_root: the folder that file
-    refs may reach (default: the root spec's folder), for specs that share files with siblings.
-    patch: applied to the bundled document as its author wrote it, before it is validated and
-    before a Swagger 2.0 conversion (OAI Overlay actions target that document; `patched` is then set).
+    allow_remote_refs: remote `$ref`s (and redirects) may go to the spec's own origin (scheme,
+    host and port); True allows any, a list allows those origins (`https://host:8443`), hosts
+    with a port (`host:8443`, either scheme) or hosts (`host`: every port of it). strict:
+    validate with openapi-spec-validator and treat warnings as errors. timeout: seconds per HTTP
+    connect or read. ref_root: the folder that file refs may reach (default: the root spec's
+    folder), for specs that share files with siblings. fetch_deadline: seconds all network reads
+    of this load may take together (the spec and every remote $ref). patch: applied to the
+    bundled document as its author wrote it, before it is validated and before a Swagger 2.0
+    conversion (OAI Overlay actions target that document; `patched` is then set).
     """
     given = os.fspath(source)
-    reader = _Reader(allow_remote_refs, timeout, None if ref_root is None else os.fspath(ref_root))
+    allowed = _Allowed.parse(allow_remote_refs)
+    reader = _Reader(allowed, timeout, None if ref_root is None else os.fspath(ref_root), fetch_deadline)
     try:
         return _load(given, reader, strict=strict, patch=patch)
     except RecursionError as exc:
         raise InputError.at(
-            "the document is nested too deeply to process",
+            f"the document is nested too deeply to process (the limit is {MAX_NESTING} levels)",
             file=given,
-            hint="flatten the structure (move deep inline schemas into components)",
+            hint=_NESTING_HINT,
         ) from exc
     finally:
         reader.close()
@@ -205,8 +213,70 @@ def _is_url(text: str) -> bool:
     return text[:8].lower().startswith(("http://", "https://"))
 
 
-def _host(url: str) -> str:
-    return (urlsplit(url).hostname or "").lower()
+Origin = tuple[str, str, int]  # scheme, host, port
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _origin(url: str) -> Origin:
+    """(scheme, host, port) of an http(s) URL, the default port filled in; ValueError for a bad port."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    return scheme, (parts.hostname or "").lower(), parts.port or _DEFAULT_PORTS.get(scheme, 0)
+
+
+def _show_origin(origin: Origin) -> str:
+    scheme, host, port = origin
+    shown = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{shown}" + ("" if _DEFAULT_PORTS.get(scheme) == port else f":{port}")
+
+
+@dataclass(frozen=True)
+class _Allowed:
+    """The remote origins `allow_remote_refs` opens, besides the spec's own origin."""
+
+    everything: bool = False
+    entries: tuple[tuple[str | None, str, int | None], ...] = ()  # scheme/port None: any
+
+    @classmethod
+    def parse(cls, given: bool | str | Sequence[str]) -> _Allowed:
+        if isinstance(given, bool):
+            return cls(everything=given)
+        entries = []
+        for text in [given] if isinstance(given, str) else list(given):
+            entry = text.strip()
+            if entry == "*":
+                return cls(everything=True)
+            entries.append(cls._entry(entry))
+        return cls(entries=tuple(entries))
+
+    @staticmethod
+    def _entry(text: str) -> tuple[str | None, str, int | None]:
+        """`https://host[:port]` (one origin), `host:port` (http or https) or `host` (every port)."""
+        problem = None
+        try:
+            parts = urlsplit(text if "://" in text else "//" + text)
+            scheme, host, port = parts.scheme.lower() or None, (parts.hostname or "").lower(), parts.port
+        except ValueError as exc:
+            scheme, host, port, problem = None, "", None, str(exc)
+        if not problem and (not host or parts.path not in ("", "/") or parts.query or parts.username):
+            problem = "give an origin, not a URL with a path, query or user"
+        if not problem and scheme not in (None, "http", "https"):
+            problem = f"the scheme {scheme!r} is not http or https"
+        if problem:
+            raise InputError.at(
+                f"--allow-remote-refs {text!r}: {problem}",
+                hint="give an origin (https://specs.example.com:8443), a host with a port (specs.example.com:8443), "
+                "a host (specs.example.com: every port), or * for any",
+            )
+        if scheme is not None and port is None:
+            port = _DEFAULT_PORTS[scheme]
+        return scheme, host, port
+
+    def allows(self, origin: Origin) -> bool:
+        scheme, host, port = origin
+        return self.everything or any(
+            h == host and s in (None, scheme) and p in (None, port) for s, h, p in self.entries
+        )
 
 
 def _warn(message: str, path: JsonPath, hint: str | None = None) -> SpecWarning:
@@ -252,6 +322,9 @@ class _YamlLoader(yaml.CSafeLoader):
 
 def _construct_int(loader: _YamlLoader, node: yaml.ScalarNode) -> int:
     text = loader.construct_scalar(node)
+    problem = number_problem(text)
+    if problem:
+        raise yaml.constructor.ConstructorError(None, None, f"invalid number: {problem}", node.start_mark)
     try:
         return int(text, 10)  # YAML 1.2: a leading zero is decimal
     except ValueError:
@@ -263,6 +336,9 @@ def _construct_int(loader: _YamlLoader, node: yaml.ScalarNode) -> int:
 
 def _construct_float(loader: _YamlLoader, node: yaml.ScalarNode) -> float:
     text = loader.construct_scalar(node)
+    problem = number_problem(text)
+    if problem:
+        raise yaml.constructor.ConstructorError(None, None, f"invalid number: {problem}", node.start_mark)
     try:
         return float(text)
     except ValueError:
@@ -337,7 +413,14 @@ def _parse(data: bytes, display: str, content_type: str | None = None) -> tuple[
     if first.group(1) not in "{[":
         return _parse_yaml(text, display), text
     try:
-        return json.loads(text), text
+        document = json.loads(text, parse_int=_json_int, parse_float=_json_float, parse_constant=_json_float)
+        check_document(document, size=len(text), file=display, aliases=False)  # JSON shares nothing
+        return document, text
+    except _BadNumber as exc:
+        line, column = _position(text, exc.literal)
+        raise InputError.at(
+            f"invalid number: {exc}", file=display, line=line, column=column, hint=NUMBER_HINT
+        ) from None
     except json.JSONDecodeError as exc:
         json_error = InputError.at(
             f"invalid JSON: {exc.msg}",
@@ -355,6 +438,39 @@ def _parse(data: bytes, display: str, content_type: str | None = None) -> tuple[
         raise json_error from None
 
 
+class _BadNumber(ValueError):
+    def __init__(self, literal: str, problem: str) -> None:
+        self.literal = literal
+        super().__init__(problem)
+
+
+def _json_int(literal: str) -> int:
+    problem = number_problem(literal)
+    if problem:
+        raise _BadNumber(literal, problem)
+    return int(literal)
+
+
+def _json_float(literal: str) -> float:
+    problem = number_problem(literal)
+    if problem:
+        raise _BadNumber(literal, problem)
+    return float(literal)
+
+
+def _position(text: str, literal: str) -> tuple[int | None, int | None]:
+    """Line and column of a number literal in JSON text (first occurrence outside a longer token)."""
+    found = re.search(r"(?<![\w.+\-\"])" + re.escape(literal) + r"(?![\w.\"])", text)
+    if found is None:
+        return None, None
+    start = found.start()
+    return text.count("\n", 0, start) + 1, start - (text.rfind("\n", 0, start) + 1) + 1
+
+
+_SYNTAX_HINT = "fix the syntax at that position (often indentation, a tab, or an unquoted ': ')"
+_NESTING_HINT = "flatten the structure (move deep inline schemas into components)"
+
+
 def _parse_yaml(text: str, display: str) -> Any:
     try:
         document = yaml.load(text, Loader=_YamlLoader)  # a CSafeLoader: no arbitrary objects
@@ -365,92 +481,33 @@ def _parse_yaml(text: str, display: str) -> Any:
             moved = start and mark and (start.line, start.column) != (mark.line, mark.column)
             where = f" at line {start.line + 1}, column {start.column + 1}" if start and moved else ""
             what = f"{exc.problem} ({exc.context}{where})"
+        if what.startswith("invalid number"):
+            what, hint = what, NUMBER_HINT
+        elif "nesting depth" in what:  # libyaml's own limit (1,000 levels)
+            what, hint = f"nested too deeply: {what}", _NESTING_HINT
+        else:
+            what, hint = f"invalid YAML: {what}", _SYNTAX_HINT
         raise InputError.at(
-            f"invalid YAML: {what}",
+            what,
             file=display,
             line=mark.line + 1 if mark else None,
             column=mark.column + 1 if mark else None,
-            hint="fix the syntax at that position (often indentation, a tab, or an unquoted ': ')",
+            hint=hint,
         ) from exc
     except yaml.YAMLError as exc:
         raise InputError.at(
             f"invalid YAML: {exc}", file=display, hint="save the file as UTF-8 YAML or JSON text"
         ) from exc
-    return _unshare(document, len(text), display)
+    return _as_tree(document, len(text), display)
 
 
-def _unshare(document: Any, size: int, display: str) -> Any:
-    """Turn a YAML document with anchors/aliases into a tree, refusing cycles and alias bombs.
+def _as_tree(document: Any, size: int, display: str) -> Any:
+    """The document as a tree of plain data, once it passes the limits of untrusted.py.
 
-    An alias makes one object appear in several places (or inside itself); later stages walk and
-    serialise the document, so a 1 KB "billion laughs" file must not become gigabytes.
+    An alias makes one object appear in several places; later stages patch the document in
+    place, so shared parts are copied apart (a bomb or a cycle never gets this far).
     """
-    if not isinstance(document, (dict, list)) or not _has_shared_containers(document):
-        return document
-    try:
-        weight = _expanded_weight(document, limit=20 * size + 10_000_000)
-    except _AliasCycle:
-        raise InputError.at(
-            "a YAML alias refers to an object that contains it (a cycle)",
-            file=display,
-            hint="use a $ref for a recursive schema, not a YAML anchor",
-        ) from None
-    if weight < 0:
-        raise InputError.at(
-            "YAML aliases expand this document far beyond its size (an alias bomb?)",
-            file=display,
-            hint="use $ref instead of YAML anchors for repeated parts",
-        )
-    return _copy_json(document)
-
-
-class _AliasCycle(Exception):
-    pass
-
-
-def _children(node: dict[str, Any] | list[Any]) -> Iterable[Any]:
-    return node.values() if isinstance(node, dict) else node
-
-
-def _has_shared_containers(document: Any) -> bool:
-    seen: set[int] = set()
-    stack = [document]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            return True
-        seen.add(id(node))
-        stack.extend(c for c in _children(node) if isinstance(c, (dict, list)))
-    return False
-
-
-def _expanded_weight(document: Any, *, limit: int) -> int:
-    """The size the document would have written out (-1 past `limit`); memoised, so linear."""
-    weight: dict[int, int] = {}
-    on_path = {id(document)}
-    stack: list[tuple[Any, Iterator[Any]]] = [(document, iter(_children(document)))]
-    while stack:
-        node, pending = stack[-1]
-        for child in pending:
-            if isinstance(child, (dict, list)) and id(child) not in weight:
-                if id(child) in on_path:
-                    raise _AliasCycle
-                on_path.add(id(child))
-                stack.append((child, iter(_children(child))))
-                break
-        else:
-            stack.pop()
-            on_path.discard(id(node))
-            total = 1 + (sum(map(len, node)) if isinstance(node, dict) else 0)
-            for child in _children(node):
-                if isinstance(child, (dict, list)):
-                    total += weight[id(child)]
-                else:
-                    total += len(child) if isinstance(child, str) else 1
-            if total > limit:
-                return -1
-            weight[id(node)] = total
-    return weight[id(document)]
+    return _copy_json(document) if check_document(document, size=size, file=display) else document
 
 
 # ----------------------------------------------------------------------------- reading
@@ -459,17 +516,14 @@ def _expanded_weight(document: Any, *, limit: int) -> int:
 class _Reader:
     """Reads the root and included files once each, and decides which refs may be followed."""
 
-    def __init__(self, allow_remote_refs: bool | Sequence[str], timeout: float, ref_root: str | None) -> None:
-        if isinstance(allow_remote_refs, bool):
-            self._allow_all, hosts = allow_remote_refs, []
-        else:
-            self._allow_all = False
-            hosts = [allow_remote_refs] if isinstance(allow_remote_refs, str) else list(allow_remote_refs)
-        self._allowed = {h.strip().lower() for h in hosts}
+    def __init__(self, allowed: _Allowed, timeout: float, ref_root: str | None, deadline: float) -> None:
+        self._allowed = allowed
         self._timeout = timeout
+        self._deadline = deadline
+        self._stop_at: float | None = None  # set by the first network read
         self._ref_root = ref_root
         self._client: Any = None
-        self._own_hosts: set[str] = set()
+        self._own: set[Origin] = set()
         self._data: dict[str, bytes] = {}
         self._parsed: dict[str, Any] = {}
         self._inside: set[str] = set()  # file targets known to be inside root_dir
@@ -484,9 +538,9 @@ class _Reader:
     def read_root(self, source: str) -> tuple[Any, str]:
         self.root_display = source
         if _is_url(source):
-            final, data, content_type = self._get(source, source, check=None)
+            final, data, content_type = self._get(source, source, check=lambda u: self._check_root_redirect(source, u))
             self.root = final
-            self._own_hosts = {_host(source), _host(final)}
+            self._own = {_origin(source), _origin(final)}
         else:
             path = unquote(urlsplit(source).path) if source.startswith("file:") else source
             self._check_root_path(path, source)
@@ -530,7 +584,7 @@ class _Reader:
         scheme = parts.scheme.lower()
         if scheme in ("http", "https") or (_is_url(base) and not scheme):
             url = urljoin(base, target) if _is_url(base) else target
-            self._check_host(url, ref, site)
+            self._check_origin(url, ref, site)
             return url, fragment
         if len(scheme) > 1 and scheme != "file":  # one letter: a Windows drive, an absolute path
             raise _ref_error(f"$ref {ref!r} uses the unsupported scheme {scheme!r}", site)
@@ -566,18 +620,40 @@ class _Reader:
         self._inside.add(target)
         return target
 
-    def _check_host(self, url: str, ref: str, site: _Where) -> None:
-        parts = urlsplit(url)
-        if parts.scheme.lower() not in ("http", "https"):
+    def _check_origin(self, url: str, ref: str, site: _Where) -> None:
+        """A remote ref (or a redirect while fetching one) may reach the spec's own origin, or an allowed one."""
+        try:
+            origin = _origin(url)
+        except ValueError as exc:
+            raise _ref_error(f"$ref {ref!r} leads to the invalid URL {url!r}: {exc}", site) from None
+        if origin[0] not in ("http", "https"):
             raise _ref_error(f"$ref {ref!r} redirects to the unsupported URL {url!r}", site)
-        host = (parts.hostname or "").lower()
-        if self._allow_all or host in self._own_hosts or {host, parts.netloc.lower()} & self._allowed:
+        if origin in self._own or self._allowed.allows(origin):
             return
+        own = " or ".join(sorted(_show_origin(o) for o in self._own))
+        shown = _show_origin(origin)
         raise _ref_error(
-            f"remote $ref {ref!r} to host {host!r} is not allowed",
+            f"remote $ref {ref!r} to {shown} is not allowed" + (f" (the spec's own origin is {own})" if own else ""),
             site,
-            hint=f"only refs to the spec's own host are followed; to allow this one pass "
-            f"--allow-remote-refs {host} (allow_remote_refs=[{host!r}])",
+            hint="only refs to the spec's own origin (scheme, host and port) are followed; to allow this one pass "
+            f"--allow-remote-refs {shown} (allow_remote_refs=[{shown!r}])",
+        )
+
+    def _check_root_redirect(self, source: str, url: str) -> None:
+        """The spec's URL may redirect within its origin (or from http to https on its host), or to an allowed one."""
+        start = _origin(source)
+        try:
+            origin = _origin(url)
+        except ValueError as exc:
+            raise InputError.at(f"refused redirect to the invalid URL {url}: {exc}", file=source) from None
+        upgrade = start[0] == "http" and start[2] == 80 and origin == ("https", start[1], 443)
+        if origin == start or upgrade or self._allowed.allows(origin):
+            return
+        shown = _show_origin(origin)
+        raise InputError.at(
+            f"refused redirect to {url}: another origin than {_show_origin(start)}",
+            file=source,
+            hint=f"give the final URL directly, or allow {shown} with --allow-remote-refs {shown}",
         )
 
     def load(self, resource: str, site: _Where) -> Any:
@@ -589,7 +665,7 @@ class _Reader:
         display = self.display(resource)
         content_type = None
         if _is_url(resource):
-            _, data, content_type = self._get(resource, display, check=lambda u: self._check_host(u, display, site))
+            _, data, content_type = self._get(resource, display, check=lambda u: self._check_origin(u, display, site))
         else:
             data = self._read_file(resource, display, site)
         self._data[resource] = data
@@ -649,7 +725,12 @@ class _Reader:
             )
 
     def _get(self, url: str, display: str, check: Callable[[str], None] | None) -> tuple[str, bytes, str | None]:
-        """GET with a timeout, a size cap and at most MAX_REDIRECTS redirects (never https -> http)."""
+        """GET with timeouts, the load's deadline, a size cap and at most MAX_REDIRECTS redirects.
+
+        Every redirect is checked by `check` (origins) and never goes from https to http. The
+        deadline covers all network reads of the load: a server that sends one byte a second
+        keeps every single read short, so the clock is checked between the chunks too.
+        """
         import httpx2  # only specs given by URL pay for the import
 
         if self._client is None:
@@ -661,30 +742,51 @@ class _Reader:
                     "User-Agent": f"openapi2mcp/{__version__}",
                 },
             )
+        if self._stop_at is None:
+            self._stop_at = time.monotonic() + self._deadline
         hint = "check the URL and the network, or download the spec and give its path"
         try:
             for _ in range(MAX_REDIRECTS + 1):
-                with self._client.stream("GET", url) as response:
-                    if response.is_redirect and "location" in response.headers:
-                        url = self._redirect(url, response.headers["location"], display)
+                left = self._stop_at - time.monotonic()
+                if left <= 0:
+                    raise self._late(url, display)
+                with self._client.stream("GET", url, timeout=min(self._timeout, left)) as response:
+                    if response.is_redirect:
+                        url = self._redirect(url, response.status_code, response.headers.get("location"), display)
                         if check is not None:
                             check(url)
                         continue
-                    if response.status_code >= 400:
+                    if response.status_code >= 300:
                         raise InputError.at(
                             f"HTTP {response.status_code} {response.reason_phrase} for {url}", file=display, hint=hint
                         )
-                    return url, self._body(response, display), response.headers.get("content-type")
+                    return url, self._body(response, url, display), response.headers.get("content-type")
         except httpx2.TimeoutException as exc:
+            if time.monotonic() >= self._stop_at - 0.01:
+                raise self._late(url, display) from exc
             raise InputError.at(f"timed out after {self._timeout:g} s fetching {url}", file=display, hint=hint) from exc
-        except httpx2.HTTPError as exc:
+        except (httpx2.HTTPError, httpx2.InvalidURL) as exc:
             raise InputError.at(f"cannot fetch {url}: {exc}", file=display, hint=hint) from exc
         raise InputError.at(f"more than {MAX_REDIRECTS} redirects", file=display, hint=hint)
 
+    def _late(self, url: str, display: str) -> InputError:
+        return InputError.at(
+            f"gave up fetching {url}: loading the spec over the network took longer than {self._deadline:g} s "
+            "(the spec and its remote $refs together)",
+            file=display,
+            hint="the server is slow or stalls; raise the limit with --fetch-timeout SECONDS, or download the spec "
+            "and give its path",
+        )
+
     @staticmethod
-    def _redirect(url: str, location: str, display: str) -> str:
-        target = urljoin(url, location)
-        scheme = urlsplit(target).scheme.lower()
+    def _redirect(url: str, status: int, location: str | None, display: str) -> str:
+        if not location:
+            raise InputError.at(f"HTTP {status} for {url} without a Location to go to", file=display)
+        try:
+            target = urljoin(url, location)
+            scheme = urlsplit(target).scheme.lower()
+        except ValueError:
+            raise InputError.at(f"{url} redirects to the invalid URL {location[:200]!r}", file=display) from None
         if scheme not in ("http", "https") or (urlsplit(url).scheme == "https" and scheme == "http"):
             raise InputError.at(
                 f"refused redirect from {url} to {target}",
@@ -693,17 +795,20 @@ class _Reader:
             )
         return target
 
-    def _body(self, response: Any, display: str) -> bytes:
+    def _body(self, response: Any, url: str, display: str) -> bytes:
         declared = response.headers.get("content-length", "")
         if declared.isdigit():
             self._count(int(declared), display)
             self._total -= int(declared)
         chunks: list[bytes] = []
         size = 0
+        stop_at = self._stop_at or 0.0
         for chunk in response.iter_bytes():  # decoded: a gzip bomb hits the cap too
             size += len(chunk)
             if size > MAX_FILE_BYTES:
                 self._count(size, display)
+            if time.monotonic() > stop_at:
+                raise self._late(url, display)
             chunks.append(chunk)
         self._count(size, display)
         return b"".join(chunks)

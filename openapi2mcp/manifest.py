@@ -550,6 +550,14 @@ class MissingVariable(KeyError):
         super().__init__(name)
 
 
+PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")  # {name} in messages and prompts; {{ and }} are braces
+
+
+def placeholders(template: str) -> list[str]:
+    """The `{name}` placeholders of a confirmation message or prompt template."""
+    return [m.group(1) for m in PLACEHOLDER.finditer(template) if m.group(1) is not None]
+
+
 def template_vars(template: str) -> list[str]:
     """The variable names a template refers to."""
     return [m.group(1) for m in _VAR.finditer(template) if m.group(1)]

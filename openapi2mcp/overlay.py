@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import datetime as _dt
+import functools
 import hashlib
 import re
 import types
@@ -38,6 +39,7 @@ from pydantic_core import PydanticCustomError
 
 from openapi2mcp.errors import InputError, Location, Problem, did_you_mean
 from openapi2mcp.manifest import Risk, template_vars
+from openapi2mcp.untrusted import MAX_NESTING, NUMBER_HINT, check_document, number_problem
 
 TOOL_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
 Position = tuple[int, int]  # 1-based line, column
@@ -784,11 +786,20 @@ def _tool_name(doc: OverlayFile | None, section: KeyPath, index: int) -> str | N
     return None
 
 
+MAX_OVERLAY_BYTES = 10 * 1024 * 1024  # hand-written files; ruamel needs ~100x their size in memory
+
+
 def read_overlay(path: str | Path) -> OverlayFile:
     """Read, parse and validate one overlay file; InputError (with line numbers) on any problem."""
     p = Path(path)
     try:
-        raw = p.read_bytes()
+        with p.open("rb") as handle:
+            raw = handle.read(MAX_OVERLAY_BYTES + 1)
+        if len(raw) > MAX_OVERLAY_BYTES:
+            raise InputError.at(
+                f"the overlay is larger than {MAX_OVERLAY_BYTES // 2**20} MiB", file=str(p),
+                hint="an overlay names tools and patches; move bulk content into the spec",
+            )
     except FileNotFoundError:
         raise InputError.at(f"overlay file not found: {p}", hint="check the --overlay path") from None
     except OSError as e:
@@ -797,7 +808,14 @@ def read_overlay(path: str | Path) -> OverlayFile:
 
 
 def parse_overlay(raw: bytes | str, name: str = "<overlay>") -> OverlayFile:
-    text = raw.decode("utf-8-sig") if isinstance(raw, bytes) else raw
+    try:
+        text = raw.decode("utf-8-sig") if isinstance(raw, bytes) else raw
+    except UnicodeDecodeError as e:
+        assert isinstance(raw, bytes)
+        raise InputError.at("the overlay is not UTF-8 text", file=name, line=raw.count(b"\n", 0, e.start) + 1,
+                            hint="save it as UTF-8") from None
+    if len(text) > MAX_OVERLAY_BYTES:
+        raise InputError.at(f"the overlay is larger than {MAX_OVERLAY_BYTES // 2**20} MiB", file=name)
     data, positions = _load_yaml(text, name)
     sha = hashlib.sha256(text.encode()).hexdigest()
     if not isinstance(data, dict):
@@ -827,19 +845,51 @@ def _load_yaml(text: str, name: str) -> tuple[Any, dict[KeyPath, Position]]:
 
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = False
+    yaml.Constructor = _constructor()
     try:
         node = yaml.load(text)
     except MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         problem = (e.problem or e.context or "invalid YAML").strip()
+        number = problem.startswith("invalid number")
         raise InputError.at(
-            f"invalid YAML: {problem}", file=name,
+            problem if number else f"invalid YAML: {problem}", file=name,
             line=mark.line + 1 if mark else None, column=mark.column + 1 if mark else None,
+            hint=NUMBER_HINT if number else None,
         ) from None
     except YAMLError as e:
         raise InputError.at(f"invalid YAML: {e}", file=name) from None
+    except RecursionError:  # ruamel's composer recurses per level
+        raise InputError.at(
+            f"the data is nested too deeply (the limit is {MAX_NESTING} levels)", file=name,
+            hint="flatten the structure",
+        ) from None
+    check_document(node, size=len(text), file=name)  # alias bombs and cycles, nesting
     positions: dict[KeyPath, Position] = {}
     return _plain(node, (), positions), positions
+
+
+@functools.cache
+def _constructor() -> type[Any]:
+    """ruamel's round-trip constructor, refusing numbers that are not JSON (untrusted.py)."""
+    from ruamel.yaml.constructor import ConstructorError, RoundTripConstructor
+
+    def checked(base: Any) -> Any:
+        def construct(self: Any, node: Any) -> Any:
+            problem = number_problem(str(node.value).replace("_", ""))
+            if problem:
+                raise ConstructorError(None, None, f"invalid number: {problem}", node.start_mark)
+            return base(self, node)
+
+        return construct
+
+    class Constructor(RoundTripConstructor):
+        pass
+
+    for tag in ("int", "float"):
+        key = f"tag:yaml.org,2002:{tag}"
+        Constructor.add_constructor(key, checked(RoundTripConstructor.yaml_constructors[key]))
+    return Constructor
 
 
 def _plain(node: Any, path: KeyPath, positions: dict[KeyPath, Position]) -> Any:
@@ -1052,6 +1102,7 @@ def apply_oai_overlays(document: dict[str, Any], overlays: list[OverlayFile]) ->
                     doc = merged
                 else:
                     _set(doc, node.location, merged)
+        check_document(doc, size=0, file=ov.path, aliases=False)  # an update may nest deep data deep
     return doc
 
 

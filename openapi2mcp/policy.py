@@ -39,11 +39,13 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from openapi2mcp.access import Caller, needs_confirmation
 from openapi2mcp.audit import AuditRecord
+from openapi2mcp.display import Shown, show, show_text
 from openapi2mcp.errors import ErrorCode, ToolFailure
 from openapi2mcp.manifest import (
     DRY_RUN_ARG,
     DRY_RUN_INTERNAL_ARG,
     DRY_RUN_TOKEN_ARG,
+    PLACEHOLDER,
     Branch,
     ToolSpec,
 )
@@ -241,13 +243,13 @@ class Policy:
             state = self.signer.sign("confirm", {**self._binding(tool, branch, arguments, caller),
                                                  "n": secrets.token_urlsafe(12)}, ttl=CONFIRM_TTL)
             request = types.ElicitRequest(params=types.ElicitRequestFormParams(
-                message=message, requested_schema=CONFIRM_SCHEMA))
+                message=message, requested_schema=confirm_schema(tool, branch)))
             raise InputRequired(types.InputRequiredResult(input_requests={CONFIRM_KEY: request}, request_state=state))
         if asker.elicit is not None:
             record.confirmation = "requested"
             try:
                 with anyio.move_on_after(ASK_TIMEOUT):
-                    response = await asker.elicit(message, CONFIRM_SCHEMA)
+                    response = await asker.elicit(message, confirm_schema(tool, branch))
                     answer = _answer_of(response)
                     record.confirmation = {"accept": "confirmed", "decline": "declined"}.get(answer, "cancelled")
                     return self._settle(answer, tool)
@@ -256,7 +258,7 @@ class Policy:
             except NoBackChannelError:
                 pass  # e.g. 2025-11-25 over HTTP with JSON responses: no way to send the request
         record.confirmation = "unavailable"
-        raise _confirmation_required(tool, branch, asker)
+        raise _confirmation_required(tool, branch, asker, message)
 
     def _answer_from_state(
         self, tool: ToolSpec, branch: Branch, arguments: Mapping[str, Any], caller: Caller, asker: Asker
@@ -295,7 +297,7 @@ def _dry_run_required(message: str) -> ToolFailure:
     return ToolFailure.of(ErrorCode.DRY_RUN_REQUIRED, message + ".", field=DRY_RUN_TOKEN_ARG)
 
 
-def _confirmation_required(tool: ToolSpec, branch: Branch, asker: Asker) -> ToolFailure:
+def _confirmation_required(tool: ToolSpec, branch: Branch, asker: Asker, message: str) -> ToolFailure:
     effects = branch.side_effects or tool.side_effects
     would = "; ".join(e.rstrip(".") for e in effects) if effects else f"run {tool.name} ({branch.risk} risk)"
     if asker.stateless and not asker.modern:  # the client's capabilities are not even known here
@@ -308,33 +310,94 @@ def _confirmation_required(tool: ToolSpec, branch: Branch, asker: Asker) -> Tool
     return ToolFailure.of(
         ErrorCode.CONFIRMATION_REQUIRED,
         f"{tool.name} needs the user's confirmation and this client cannot ask for it ({how}). Nothing was sent. "
-        f"It would: {would}. Tell the user; it can run from a client that supports elicitation, or with the "
-        f"server's --auto-approve {branch.risk} for trusted automation.",
+        f"It would: {show_text(would, quote=False).text}. Tell the user; it can run from a client that supports "
+        f"elicitation, or with the server's --auto-approve {branch.risk} for trusted automation. The user would "
+        f"have been asked:\n{message}",
     )
 
 
 def confirmation_text(tool: ToolSpec, branch: Branch, arguments: Mapping[str, Any], redactor: Redactor) -> str:
-    """What the user is asked: the overlay's message (with {argument} filled) or the call itself."""
-    shown = {k: ("***" if k in tool.sensitive else v) for k, v in binding_arguments(arguments).items()}
+    """What the user is asked, in parts an argument cannot forge (display.py).
 
-    def text(value: Any) -> str:
-        out = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        out = redactor.text(out)
-        return out if len(out) <= 200 else out[:199] + "…"
-
+    The overlay's message (each `{argument}` shown quoted and escaped; sensitive ones as ***) or
+    "Allow <tool>? (<risk> risk)"; then every argument, what happens (the overlay's side effects)
+    and what the values hid. A value cannot start a line, so the lines after the first are the
+    server's own; the side effects also travel in the form's `confirm` field (`confirm_schema`).
+    """
+    shown = shown_arguments(tool, branch, arguments, redactor)
     if branch.confirmation_message:
-        message = re.sub(r"\{([A-Za-z0-9_.-]+)\}", lambda m: text(shown.get(m.group(1), "")),
-                         branch.confirmation_message)
+        lines = [fill_message(branch.confirmation_message, shown)]
     else:
-        label = tool.title or tool.name
+        label = show_text(tool.title or tool.name, quote=False).text  # a spec's title is text from outside too
         if len(tool.branches) > 1:
             label += f" ({branch.key})"
-        args = ", ".join(f"{k}={text(v)}" for k, v in shown.items())
-        message = f"Allow {label}? ({branch.risk} risk)" + (f"\nArguments: {args}" if args else "")
-    effects = branch.side_effects or tool.side_effects
+        lines = [f"Allow {label}? ({branch.risk} risk)"]
+    if shown:
+        lines.append("Arguments: " + ", ".join(f"{k}={v.text}" for k, v in shown.items()))
+    effects = side_effects_sentence(tool, branch)
     if effects:
-        message += "\nWhat happens: " + " ".join(e if e.endswith(".") else e + "." for e in effects)
-    return message
+        lines.append("What happens: " + effects)
+    notes = argument_notes(shown)
+    if notes:
+        lines.append("Look closely: " + "; ".join(notes) + " (shown escaped above).")
+    return "\n".join(lines)
+
+
+def shown_arguments(
+    tool: ToolSpec, branch: Branch, arguments: Mapping[str, Any], redactor: Redactor
+) -> dict[str, Shown]:
+    """Each argument the branch takes as the user reads it (display.py); secrets, sensitive ones as ***."""
+    out: dict[str, Shown] = {}
+    for name, value in binding_arguments(arguments).items():
+        if branch.accepts is not None and name not in branch.accepts:
+            continue  # another action's default: not sent
+        if name in tool.sensitive:
+            out[name] = Shown("***")
+        else:
+            out[name] = show(redactor.text(value) if isinstance(value, str) else redactor.value(value))
+    return out
+
+
+def argument_notes(shown: Mapping[str, Shown]) -> list[str]:
+    """What the arguments hide, one note per argument ("target holds 200 spaces in a row")."""
+    return [f"{k} holds {', '.join(v.notes)}" for k, v in shown.items() if v.notes]
+
+
+_FILL = re.compile("([\"'\u201c\u2018\u00ab]?)(" + PLACEHOLDER.pattern + ")([\"'\u201d\u2019\u00bb]?)")
+_QUOTE_PAIRS: Final = frozenset({('"', '"'), ("'", "'"), ("\u201c", "\u201d"), ("\u2018", "\u2019"),
+                                 ("\u00ab", "\u00bb")})
+
+
+def fill_message(template: str, shown: Mapping[str, Shown]) -> str:
+    """The overlay's message with `{name}` replaced by the shown value; `{{`/`}}` are braces.
+
+    The value brings its own quotes, so quotes the template puts around a placeholder
+    (`"{subject}"`) are dropped rather than doubled.
+    """
+
+    def sub(m: re.Match[str]) -> str:
+        left, token, name, right = m.group(1), m.group(2), m.group(3), m.group(4)
+        if name is None:
+            return left + token[0] + right
+        value = shown.get(name)
+        text = value.text if value is not None else "(not given)"
+        return text if (left, right) in _QUOTE_PAIRS else left + text + right
+
+    return _FILL.sub(sub, template)
+
+
+def side_effects_sentence(tool: ToolSpec, branch: Branch) -> str:
+    effects = branch.side_effects or tool.side_effects
+    return " ".join(e if e.endswith(".") else e + "." for e in (" ".join(e.split()) for e in effects))
+
+
+def confirm_schema(tool: ToolSpec, branch: Branch) -> dict[str, Any]:
+    """The form the user answers: one checkbox, which itself says what happens (no argument is in it)."""
+    effects = side_effects_sentence(tool, branch)
+    field = {**CONFIRM_SCHEMA["properties"][CONFIRM_KEY]}
+    if effects:
+        field["description"] = f"What happens: {effects} Check to let the call go ahead."
+    return {**CONFIRM_SCHEMA, "properties": {CONFIRM_KEY: field}}
 
 
 # ============================================================================ dry-run previews

@@ -36,7 +36,34 @@ def parse(expression: str) -> dict[str, Any]:
             f"invalid JMESPath expression {expression!r}: {str(e).splitlines()[0]}",
             hint="see https://jmespath.org/specification.html; e.g. items[*].{id: id, name: name}",
         ) from None
+    except RecursionError:  # the parser recurses per nesting level
+        raise _too_deep(expression) from None
+    if _nesting(ast) > MAX_EXPRESSION_NESTING:  # inference and evaluation recurse per level too
+        raise _too_deep(expression)
     return ast
+
+
+MAX_EXPRESSION_NESTING = 64
+
+
+def _too_deep(expression: str) -> ProjectionError:
+    shown = expression if len(expression) <= 60 else expression[:57] + "..."
+    return ProjectionError(
+        f"JMESPath expression {shown!r} nests more than {MAX_EXPRESSION_NESTING} levels deep",
+        hint="split it, or select fewer levels at once",
+    )
+
+
+def _nesting(ast: dict[str, Any]) -> int:
+    deepest = 0
+    stack = [(ast, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if depth > MAX_EXPRESSION_NESTING:
+            break
+        stack.extend((c, depth + 1) for c in node.get("children", ()) if isinstance(c, dict))
+    return deepest
 
 
 def project_schema(

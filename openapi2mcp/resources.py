@@ -252,6 +252,9 @@ class Catalog:
         outcome = "ok"
         try:
             contents = await self._read(uri, requests, caller)
+        except anyio.get_cancelled_exc_class():  # not an Exception: the client cancelled or went away
+            outcome = "cancelled"
+            raise
         except ToolFailure as failure:
             error = failure.error.model_copy(
                 update={"trace_id": trace, "message": self.upstream.redactor.text(failure.error.message)}
@@ -270,7 +273,11 @@ class Catalog:
             log.info("resource=%s traceId=%s outcome=%s requests=%d ms=%d", self.upstream.redactor.text(uri)[:300],
                      trace, outcome, len(requests), int((time.monotonic() - started) * 1000))
             try:  # fail closed: no content is returned that the audit log does not show
-                self.auditor.result(record, "ok" if outcome == "ok" else "error", None if outcome == "ok" else outcome)
+                if outcome == "cancelled":
+                    self.auditor.cancelled(record)  # never raises: the cancellation goes on
+                else:
+                    self.auditor.result(record, "ok" if outcome == "ok" else "error",
+                                        None if outcome == "ok" else outcome)
             except AuditError as e:
                 log.error("resource %s traceId %s: %s", uri, trace, e)
                 raise MCPError(code=types.INTERNAL_ERROR, message=f"the audit log cannot be written; traceId {trace}",

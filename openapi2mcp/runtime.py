@@ -103,9 +103,11 @@ from openapi2mcp.policy import (
     Asker,
     InputRequired,
     Policy,
+    argument_notes,
     describe_request,
     needs_confirmation,
     parse_auto_approve,
+    shown_arguments,
 )
 from openapi2mcp.resources import Catalog
 from openapi2mcp.shape import (
@@ -529,6 +531,10 @@ class Runtime:
         except InputRequired:
             self._audit_denial(record, None, "input_required")
             raise
+        except anyio.get_cancelled_exc_class():  # not an Exception: the client cancelled or went away
+            log.info("tool=%s traceId=%s outcome=cancelled requests=%d", name, trace, len(requests))
+            self.auditor.cancelled(record)
+            raise
         except MCPError as e:  # a refused request state (policy.invalid_state)
             invalid = isinstance(e.error.data, dict) and e.error.data.get("reason") == "invalid_request_state"
             self._audit_denial(record, "REQUEST_STATE_INVALID" if invalid else f"JSONRPC_{e.code}")
@@ -843,6 +849,9 @@ class Runtime:
         }
         if preview is not None:
             structured["preview"] = preview
+        hidden = argument_notes(shown_arguments(spec, branch, real, self.upstream.redactor))
+        if hidden:  # where the requests above hold what a reader cannot see (display.py)
+            structured["argumentWarnings"] = hidden
         if dry.mode == "required":
             structured["dryRunToken"], structured["expiresAt"] = self.policy.dry_run_token(
                 spec, branch, arguments, plan.caller)

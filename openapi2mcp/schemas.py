@@ -26,7 +26,6 @@ OpenAPI 3.0 specifics are translated: `nullable`, boolean `exclusiveMinimum/Maxi
 from __future__ import annotations
 
 import re
-import sys
 import warnings
 from collections import deque
 from collections.abc import Iterator
@@ -34,6 +33,11 @@ from typing import Any, Literal
 from urllib.parse import unquote
 
 Mode = Literal["input", "output"]
+
+# Schemas inside each other in one converted schema (properties, items, anyOf members and inlined
+# references all count). Real specs stay far below (OpenAI's deepest is 25); deeper ones would pass
+# the 255 levels that pydantic (the Manifest, the MCP SDK) can serialise, with `default`s inside.
+MAX_SCHEMA_NESTING = 64
 
 # Keywords that constrain values: kept for inputs and (strict) outputs, dropped by `tolerant()`.
 _VALUE_CONSTRAINTS = frozenset({
@@ -80,8 +84,7 @@ class SchemaConverter:
         self._expanding: set[tuple[str, Mode, int | None]] = set()  # depth-limited expansions under way
         self._def_names: dict[str, str] = {}
         self._tolerant: dict[int, tuple[Any, dict[str, Any]]] = {}  # id(strict node) -> (it, tolerant node)
-        # walking deep schemas recursively is the simple, fast way; real specs nest a few hundred deep at most
-        sys.setrecursionlimit(max(sys.getrecursionlimit(), 20_000))
+        self._level = 0  # schemas inside each other in the conversion under way (see MAX_SCHEMA_NESTING)
 
     # ------------------------------------------------------------------ public
 
@@ -137,10 +140,18 @@ class SchemaConverter:
             return {} if node else {"not": {}}
         if not isinstance(node, dict):
             return {}
-        ref = node.get("$ref")
-        if isinstance(ref, str):
-            return self._ref(node, ref, mode, needed, depth)
-        return self._object(node, mode, needed, depth)
+        if self._level >= MAX_SCHEMA_NESTING:
+            # a chain of inlined references nests without limit in few bytes of spec (and the
+            # walk is recursive); the caller replaces the whole schema and warns
+            raise SchemaError(f"the schema nests more than {MAX_SCHEMA_NESTING} schemas deep", "")
+        self._level += 1
+        try:
+            ref = node.get("$ref")
+            if isinstance(ref, str):
+                return self._ref(node, ref, mode, needed, depth)
+            return self._object(node, mode, needed, depth)
+        finally:
+            self._level -= 1
 
     def _ref(
         self, node: dict[str, Any], ref: str, mode: Mode, needed: list[str], depth: int | None

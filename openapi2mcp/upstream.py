@@ -44,6 +44,7 @@ from datetime import UTC, datetime
 from typing import Any, Final, Literal
 from urllib.parse import quote, unquote, urlencode
 
+import anyio
 import httpx2
 
 from openapi2mcp import __version__
@@ -1467,7 +1468,12 @@ class Upstream:
             shown = {"operation": op.id, "method": op.method.upper(), **entry, "retried": True}
             requests.append({**shown, "step": step} if step else shown)
 
-        resp = await retry.send(lambda: self.send(op, inputs, evaluate, headers=headers), plan, on_retry=retried)
+        try:
+            resp = await retry.send(lambda: self.send(op, inputs, evaluate, headers=headers), plan, on_retry=retried)
+        except anyio.get_cancelled_exc_class():  # the call was cancelled: the request may have reached the upstream
+            entry = {"operation": op.id, "method": op.method.upper(), "status": None, "cancelled": True}
+            requests.append({**entry, "step": step} if step else entry)
+            raise
         requests.append(resp.provenance(step))
         if not resp.ok:
             raise self.failure(resp, op, failure_modes or {})

@@ -423,8 +423,10 @@ def test_a_file_too_large_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     routes: dict[str, Callable[[_Handler], None]] = {}  # noqa: RUF012 - filled per test server
+    seen: list[str] = []  # noqa: RUF012 - per test server: every path asked for
 
     def do_GET(self) -> None:
+        self.seen.append(self.path)
         route = self.routes.get(self.path.split("?")[0])
         if route is None:
             self.send_error(404)
@@ -448,7 +450,8 @@ class Server:
 
     def __init__(self) -> None:
         self.routes: dict[str, Callable[[_Handler], None]] = {}
-        handler = type("Handler", (_Handler,), {"routes": self.routes})
+        self.seen: list[str] = []
+        handler = type("Handler", (_Handler,), {"routes": self.routes, "seen": self.seen})
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.httpd.daemon_threads = True
         self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
@@ -480,9 +483,9 @@ def test_a_remote_ref_from_a_local_spec_needs_permission(tmp_path: Path, server:
     ref = server.file("/shared/pet.yaml", "type: string\n")
     root = write(tmp_path, {"openapi.yaml": spec_with_schema_ref(ref)})
     error = refused(root)
-    assert "host '127.0.0.1' is not allowed" in str(error)
-    assert "--allow-remote-refs 127.0.0.1" in (error.problems[0].hint or "")
-    for allowed in (["127.0.0.1"], True):
+    assert f"to {server.base} is not allowed" in str(error)
+    assert f"--allow-remote-refs {server.base}" in (error.problems[0].hint or "")
+    for allowed in (["127.0.0.1"], [server.base], [server.base.removeprefix("http://")], ["*"], True):
         spec = load_spec(str(root), allow_remote_refs=allowed)
         assert spec.document["components"]["schemas"]["pet"] == {"type": "string"}
 
@@ -490,7 +493,7 @@ def test_a_remote_ref_from_a_local_spec_needs_permission(tmp_path: Path, server:
 def test_a_remote_spec_cannot_ref_another_host_or_local_files(server: Server) -> None:
     port = server.base.rsplit(":", 1)[1]
     other = server.file("/other/openapi.yaml", spec_with_schema_ref(f"http://localhost:{port}/api/pet.yaml"))
-    assert "host 'localhost' is not allowed" in str(refused(other))
+    assert f"to http://localhost:{port} is not allowed" in str(refused(other))
     local = server.file("/local/openapi.yaml", spec_with_schema_ref("file:///etc/hostname"))
     assert "points to a local file" in str(refused(local))
 
@@ -524,6 +527,119 @@ def test_slow_and_large_urls_are_refused(server: Server, monkeypatch: pytest.Mon
     url = server.file("/big.yaml", "x" * 1000)
     monkeypatch.setattr(load_module, "MAX_FILE_BYTES", 100)
     assert "too large" in str(refused(url))
+
+
+# ----------------------------------------------------------------------------- issue 11 item 11: origins
+
+
+@pytest.fixture
+def other() -> Iterator[Server]:
+    """A second server on 127.0.0.1, another port: the internal service a hostile spec wants read."""
+    running = Server()
+    running.file("/secret.yaml", "type: string\ndescription: INTERNAL-SECRET-7d1c\n")
+    yield running
+    running.httpd.shutdown()
+    running.httpd.server_close()
+
+
+def test_a_remote_spec_cannot_make_us_fetch_another_port_of_its_host(server: Server, other: Server) -> None:
+    """Before the fix only host names were compared: the secret was fetched and put in a tool schema."""
+    port = other.base.rsplit(":", 1)[1]
+    for name, ref in (("absolute", f"{other.base}/secret.yaml"), ("scheme-relative", f"//127.0.0.1:{port}/secret.yaml"),
+                      ("https", f"https://127.0.0.1:{server.base.rsplit(':', 1)[1]}/secret.yaml")):
+        url = server.file(f"/{name}/openapi.yaml", spec_with_schema_ref(ref))
+        error = refused(url)
+        assert "is not allowed" in str(error) and f"the spec's own origin is {server.base}" in str(error)
+        assert "--allow-remote-refs http" in (error.problems[0].hint or "")
+    assert other.seen == []  # never asked
+
+
+def test_allow_remote_refs_takes_origins_hosts_with_ports_and_hosts(server: Server, other: Server) -> None:
+    url = server.file("/allowed/openapi.yaml", spec_with_schema_ref(f"{other.base}/secret.yaml"))
+    port = other.base.rsplit(":", 1)[1]
+    for allowed in ([other.base], [other.base + "/"], [f"127.0.0.1:{port}"], ["127.0.0.1"], ["*"]):
+        spec = load_spec(url, allow_remote_refs=allowed)
+        assert spec.document["components"]["schemas"]["secret"]["description"] == "INTERNAL-SECRET-7d1c"
+    for wrong in ([f"https://127.0.0.1:{port}"], ["http://127.0.0.1"], ["127.0.0.1:1"], ["localhost"]):
+        assert "is not allowed" in str(refused(url, allow_remote_refs=wrong))
+    for bad in ([f"{other.base}/path"], ["ftp://127.0.0.1"], ["127.0.0.1:99999"], ["http://"]):
+        error = refused(url, allow_remote_refs=bad)
+        assert "--allow-remote-refs" in str(error) and "origin" in (error.problems[0].hint or "")
+
+
+def test_redirects_of_a_ref_and_of_the_spec_keep_to_the_same_rule(server: Server, other: Server) -> None:
+    server.routes["/hop.yaml"] = lambda h: h.reply("", 302, {"Location": f"{other.base}/secret.yaml"})
+    url = server.file("/redirected/openapi.yaml", spec_with_schema_ref("/hop.yaml"))
+    assert f"to {other.base} is not allowed" in str(refused(url))
+    server.routes["/spec-elsewhere.yaml"] = lambda h: h.reply("", 301, {"Location": f"{other.base}/spec.yaml"})
+    error = refused(server.base + "/spec-elsewhere.yaml")
+    assert f"refused redirect to {other.base}/spec.yaml: another origin" in str(error)
+    assert other.seen == []
+    other.file("/spec.yaml", spec_with_schema_ref("#/components/schemas/X"))
+    assert load_spec(server.base + "/spec-elsewhere.yaml", allow_remote_refs=[other.base]).document
+    server.routes["/bad-location.yaml"] = lambda h: h.reply("", 302, {"Location": "http://[::1"})
+    server.routes["/no-location.yaml"] = lambda h: h.reply("", 302)
+    assert "invalid URL" in str(refused(server.base + "/bad-location.yaml"))
+    assert "HTTP 302" in str(refused(server.base + "/no-location.yaml"))
+
+
+def test_a_hostile_spec_by_url_is_refused_on_the_command_line(server: Server, other: Server) -> None:
+    from tests.e2e_support import no_traceback, run_cli
+
+    url = server.file("/cli/openapi.yaml", spec_with_schema_ref(f"{other.base}/secret.yaml"))
+    done = run_cli("inspect", url, "--all-operations")
+    no_traceback(done.stderr)
+    assert done.returncode == 2 and f"to {other.base} is not allowed" in done.stderr, done.stderr
+    assert "INTERNAL-SECRET" not in done.stdout + done.stderr
+    done = run_cli("inspect", url, "--all-operations", "--allow-remote-refs", other.base, "--json")
+    assert done.returncode == 0 and "INTERNAL-SECRET-7d1c" in done.stdout, done.stderr
+
+
+# ----------------------------------------------------------------------------- issue 11 item 16: a deadline
+
+
+def _drip(handler: _Handler, head: bytes = b"", seconds: float = 30.0) -> None:
+    """Answer 200, then one byte every 0.1 s for `seconds` (a client without a deadline waits it out)."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/yaml")
+    handler.end_headers()
+    try:
+        handler.wfile.write(head)
+        for _ in range(int(seconds * 10)):
+            handler.wfile.write(b" ")
+            handler.wfile.flush()
+            time.sleep(0.1)
+        handler.wfile.write(b"\n")
+    except OSError:  # the client gave up, as it should
+        pass
+
+
+def test_a_spec_that_drips_in_is_given_up_at_the_deadline(server: Server) -> None:
+    server.routes["/drip.yaml"] = _drip
+    error = refused(server.base + "/drip.yaml", fetch_deadline=1.5)
+    assert f"gave up fetching {server.base}/drip.yaml" in str(error) and "1.5 s" in str(error)
+    assert "--fetch-timeout" in (error.problems[0].hint or "")
+
+
+def test_the_deadline_covers_every_remote_ref(server: Server) -> None:
+    server.routes["/slow-schema.yaml"] = functools.partial(_drip, head=b"type: string\n")
+    url = server.file("/drip-ref/openapi.yaml", spec_with_schema_ref("/slow-schema.yaml"))
+    error = refused(url, fetch_deadline=1.5)
+    assert f"gave up fetching {server.base}/slow-schema.yaml" in str(error)
+
+
+def test_fetch_timeout_on_the_command_line(server: Server) -> None:
+    from openapi2mcp import cli
+    from tests.e2e_support import no_traceback, run_cli
+
+    assert cli.FETCH_TIMEOUT == load_module.FETCH_DEADLINE
+    server.routes["/drip-cli.yaml"] = _drip
+    done = run_cli("inspect", server.base + "/drip-cli.yaml", "--all-operations", "--fetch-timeout", "2")
+    no_traceback(done.stderr)
+    assert done.returncode == 2 and f"gave up fetching {server.base}/drip-cli.yaml" in done.stderr, done.stderr
+    done = run_cli("inspect", server.base + "/drip-cli.yaml", "--all-operations",
+                   env={"OPENAPI2MCP_FETCH_TIMEOUT": "2"})
+    assert done.returncode == 2 and "longer than 2 s" in done.stderr, done.stderr
 
 
 def test_swagger2_by_url_without_host_uses_the_url(server: Server) -> None:

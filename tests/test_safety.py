@@ -235,8 +235,9 @@ async def test_elicitation_on_2025_11_25(
     async with Client(rt.build_server(), mode="legacy", elicitation_callback=user) as client:
         result = await client.call_tool("emails_send_external", MAIL)
     await rt.aclose()
-    assert user.asked == [
-        'Send the e-mail "Q3 numbers" to anna.schmidt@example.com? It leaves the company and cannot be recalled.\n'
+    assert user.asked == [  # values quoted (the template's own quotes not doubled), every argument listed
+        'Send the e-mail "Q3 numbers" to "anna.schmidt@example.com"? It leaves the company and cannot be recalled.\n'
+        'Arguments: to="anna.schmidt@example.com", subject="Q3 numbers", body=***\n'
         "What happens: One e-mail leaves the company and cannot be recalled. An audit event "
         "email.external.sent is recorded."
     ]
@@ -268,7 +269,7 @@ async def test_input_required_on_2026_07_28(up: Upstream, manifest: Manifest, tm
         result = await client.call_tool("files_delete", {"fileId": "f_def456"})
     await rt.aclose()
     assert len(user.asked) == 1 and "Allow Delete a file? (high risk)" in user.asked[0]
-    assert "fileId=f_def456" in user.asked[0] and "gone for good" in user.asked[0]
+    assert 'fileId="f_def456"' in user.asked[0] and "gone for good" in user.asked[0]
     first, second = audit_lines(audit)  # two tools/call requests, two lines, one trace each
     assert (first["outcome"], first["confirmation"]) == ("input_required", "requested")
     if answer == "accept":
@@ -359,6 +360,7 @@ async def test_a_client_without_elicitation_gets_confirmation_required(
     await rt.aclose()
     assert send["code"] == delete["code"] == "CONFIRMATION_REQUIRED"
     assert "It would: One e-mail leaves the company and cannot be recalled; An audit event" in send["message"]
+    assert 'The user would have been asked:\nSend the e-mail "Q3 numbers" to "anna.schmidt' in send["message"]
     assert "Nothing was sent" in send["message"] and "--auto-approve critical" in send["message"]
     assert "The file and its download links are gone for good" in delete["message"]
     assert ok(listed)["total"] == 4
@@ -423,7 +425,8 @@ async def test_confirmation_applies_per_action_and_forbidden_is_unknown(up: Upst
         with pytest.raises(MCPError) as unknown:
             await client.call_tool("emails_send_external", MAIL)
     await rt.aclose()
-    assert user.asked == ["Really delete f_abc123?\nWhat happens: The file is gone."]
+    assert user.asked == ['Really delete "f_abc123"?\nArguments: action="remove", fileId="f_abc123"\n'
+                          "What happens: The file is gone."]
     assert declined["code"] == "CONFIRMATION_DECLINED"
     assert unknown.value.error.message == "Unknown tool: emails_send_external"
     assert up.count("deleteFile") == 0 and up.count("sendExternalEmail") == 0
