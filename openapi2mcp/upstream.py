@@ -19,7 +19,7 @@ Secrets never leave this module un-redacted: provenance URLs show `***` for auth
 `Redactor` scrubs every known secret, in every encoding an upstream may echo it in, from anything
 the runtime returns, a binary body holding one is refused, and `redact_logs` scrubs every log
 record of the process. What arguments cannot do (collide with server-set names, carry NaN) and
-what upstream input is refused (over-deep JSON, broken redirects): docs/security-upstream.md.
+what upstream input is refused (over-deep JSON, broken redirects): docs/security.md#upstream-input-secrets-and-encodings.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ class Redactor:
     a whole request as a blob) at any byte alignment. `secret_pattern` matches each character of
     a secret in any of these forms, so a mix of them is found too. What no list of encodings can
     catch: an upstream that transforms the secret on purpose (reversed, encrypted) — see
-    docs/security-upstream.md.
+    docs/security.md#upstream-input-secrets-and-encodings.
     """
 
     def __init__(self, secrets: set[str]) -> None:

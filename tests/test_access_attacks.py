@@ -1,4 +1,4 @@
-"""Attacks on the access layer (issue 11 items 1, 2, 12, 13, 15, 18; docs/access.md, docs/security-access.md).
+"""Attacks on the access layer (issue 11 items 1, 2, 12, 13, 15, 18; docs/access.md, docs/security.md).
 
 Each test tries the attack the red team found against the real thing: `openapi2mcp serve
 --transport http` as a subprocess over the notes example upstream (which records every request),

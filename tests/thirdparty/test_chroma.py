@@ -206,7 +206,7 @@ def test_delete_asks_the_user_first(transport: str, session: McpSession, databas
                    "CONFIRMATION_DECLINED")
     assert "nothing was sent" in declined["message"]
     assert ok(session.call("collections_find", {"database": database, "name": name}))["name"] == name  # still there
-    assert user.asked == [user.asked[0]] and f"Delete the Chroma collection {name}" in user.asked[0]
+    assert user.asked == [user.asked[0]] and f'Delete the Chroma collection "{name}"' in user.asked[0]
 
     user.answer = "accept"
     deleted = ok(session.call("collections_manage", {"action": "delete", "database": database, "name": name}))

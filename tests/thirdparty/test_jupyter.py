@@ -166,7 +166,7 @@ def test_delete_asks_the_user_first(transport: str, session: McpSession, home: s
     user.answer = "decline"
     declined = err(session.call("files_manage", {"action": "delete", "path": path}), "CONFIRMATION_DECLINED")
     assert "nothing was sent" in declined["message"] and (root / path).exists()
-    assert user.asked == [user.asked[0]] and f"Delete {path} from the Jupyter server?" in user.asked[0]
+    assert user.asked == [user.asked[0]] and f'Delete "{path}" from the Jupyter server?' in user.asked[0]
 
     user.answer = "cancel"
     err(session.call("files_manage", {"action": "delete", "path": path}), "CONFIRMATION_DECLINED")

@@ -202,7 +202,7 @@ def test_delete_asks_the_user_first(
     assert "nothing was sent" in declined["message"]
     assert ok(session.call("records_get", target))["record"]["id"] == "book-11"
     assert user.asked == [user.asked[0]]
-    assert f"Delete the record book-11 from {BUCKET}/{books}?" in user.asked[0]
+    assert f'Delete the record "book-11" from the collection "{books}" of the bucket "{BUCKET}"?' in user.asked[0]
 
     user.answer = "accept"
     tombstone = ok(session.call("records_manage", {"action": "delete", **target}))["record"]

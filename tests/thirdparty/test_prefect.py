@@ -146,7 +146,7 @@ def test_delete_asks_the_user_first(transport: str, session: McpSession, tag: st
     user.answer = "decline"
     err(session.call("variables_manage", {"action": "delete", "name": name}), "CONFIRMATION_DECLINED")
     assert ok(session.call("variables_get", {"name": name}))["value"] is True
-    assert user.asked == [user.asked[0]] and f"Delete the Prefect variable {name}?" in user.asked[0]
+    assert user.asked == [user.asked[0]] and f'Delete the Prefect variable "{name}"?' in user.asked[0]
     user.answer = "accept"
     assert ok(session.call("variables_manage", {"action": "delete", "name": name})) == {"status": 204}
     gone = err(session.call("variables_get", {"name": name}), "NOT_FOUND")
