@@ -19,7 +19,8 @@ Secrets never leave this module un-redacted: provenance URLs show `***` for auth
 `Redactor` scrubs every known secret, in every encoding an upstream may echo it in, from anything
 the runtime returns, a binary body holding one is refused, and `redact_logs` scrubs every log
 record of the process. What arguments cannot do (collide with server-set names, carry NaN) and
-what upstream input is refused (over-deep JSON, broken redirects): docs/security.md#upstream-input-secrets-and-encodings.
+what upstream input is refused (over-deep JSON, broken redirects): docs/security.md, "Upstream
+input, secrets and encodings".
 """
 
 from __future__ import annotations
