@@ -121,6 +121,7 @@ from openapi2mcp.shape import (
     truthy,
 )
 from openapi2mcp.signing import SIGNING_KEY_VAR, Signer, SigningKeyError
+from openapi2mcp.stdio import client_gone, stdin_lines
 from openapi2mcp.upstream import (
     FORWARDED_HEADERS,
     ConfigError,
@@ -998,14 +999,24 @@ def _step_value(payload: Payload, status: int) -> Any:
 async def serve_stdio(
     manifest: Manifest, *, log_level: str | int | None = None, runtime: Runtime | None = None, **opts: Any
 ) -> None:
-    """Serve over stdin/stdout (logs go to stderr; the SDK points fd 1 at stderr while serving)."""
+    """Serve over stdin/stdout (logs go to stderr; the SDK points fd 1 at stderr while serving).
+
+    The session ends when the client closes stdin, and also, quietly, when it goes away in any
+    other way (stdout closed: EPIPE; see stdio.py): one log line, no error. Calls in flight are
+    cancelled (their audit lines say so).
+    """
     if log_level is not None:
         configure_logging(log_level)
     runtime = runtime or Runtime(manifest, **opts)
     server = runtime.build_server()
     try:
-        async with stdio_server() as (read, write):
+        async with stdin_lines() as lines, stdio_server(stdin=lines) as (read, write):  # type: ignore[arg-type]
             await server.run(read, write, server.create_initialization_options())
+    except Exception as e:  # the transport's task group wraps what its reader and writer raise
+        why = client_gone(e)
+        if why is None:
+            raise
+        log.warning("the client went away: %s; the session is over", why)
     finally:
         await runtime.aclose()
 
