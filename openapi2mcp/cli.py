@@ -84,17 +84,18 @@ def _guarded(fn: Callable[[], T]) -> T:
         raise
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
+    except BrokenPipeError:  # `openapi2mcp inspect ... | head`: the reader left; not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise typer.Exit(0) from None
     except Exception as e:
         from openapi2mcp.runtime import ConfigError
-        from openapi2mcp.stdio import describe, leaves
 
         if isinstance(e, ConfigError):
             _fail(f"error: {e}")
-        if all(isinstance(x, BrokenPipeError) for x in leaves(e)):  # `inspect ... | head`: the reader left
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            raise typer.Exit(0) from None
         if os.environ.get("OPENAPI2MCP_DEBUG"):
             raise
+        from openapi2mcp.stdio import describe  # a task group's error is named by what is inside it
+
         _fail(
             f"internal error ({describe(e)}). This is a bug in openapi2mcp; rerun with "
             "OPENAPI2MCP_DEBUG=1 for the traceback and report it.",
