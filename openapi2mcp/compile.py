@@ -658,6 +658,8 @@ def _apply_param_def(arg: Arg, model_name: str, pdef: ParamDef) -> None:
         if arg.required and not pdef.required and "default" not in schema:
             raise ValueError(f"{arg.wire!r} is required by the spec; making it optional needs a `default`")
         arg.required = pdef.required
+    elif "default" in pdef.schema_keywords():  # the server sends the default: the model need not give it
+        arg.required = False
     if "default" in schema:
         check_value(schema, schema["default"], "default")
     arg.schema = schema
@@ -983,7 +985,10 @@ def operation_spec(ctx: Context, op: Operation, args: list[Arg]) -> OperationSpe
         if a.fixed:
             params.append(a.param.model_copy(update={"fixed": True, "value": a.value, "required": True}))
         else:
-            params.append(a.param.model_copy(update={"arg": a.name, "required": a.required}))
+            # a spec-required parameter the overlay gave a default stays required on the wire: the
+            # runtime fills the default in, and an empty value is refused, never sent
+            required = a.required or (a.param.required and "default" in a.schema)
+            params.append(a.param.model_copy(update={"arg": a.name, "required": required}))
     whole = next((a for a in args if a.location == "body*"), None)
     rbody = request_body(ctx, op)
     fields = _body_fields(args)

@@ -231,8 +231,11 @@ class Branch(_Model):
 
     key: str  # the action value (dispatch=action) or a label
     when: list[str] = Field(default_factory=list)  # dispatch=presence: taken when all are given
-    requires: list[str] = Field(default_factory=list)  # arguments this branch needs
+    requires: list[str] = Field(default_factory=list)  # arguments this branch needs (none with a default)
     accepts: list[str] | None = None  # arguments this branch uses (None: any); others are refused
+    # what this branch sends for an argument not given (its own `default`s: those of another
+    # branch, or a default the merged input schema dropped because the branches disagree, never apply)
+    defaults: dict[str, Any] = Field(default_factory=dict)
     steps: list[Step]
     output: str | None = None  # JMESPath over {inputs, steps}; None: the last step's body
     response: ResponseSpec | None = None  # this branch's shaping (None: the tool's `response`)
