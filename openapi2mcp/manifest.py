@@ -107,6 +107,7 @@ class BodySpec(_Model):
     content_types: dict[str, str] = Field(default_factory=dict)  # multipart property -> part content type
     fields: list[BodyField] = Field(default_factory=list)  # nested fields, set after the properties
     min_properties: int = 0  # the body schema's minProperties: fewer given properties are refused
+    nulls: list[str] = Field(default_factory=list)  # arguments whose null is sent as JSON null (null_means: clear)
 
 
 class OperationSpec(_Model):

@@ -287,14 +287,18 @@ def check_arguments(validator: Validator, arguments: Mapping[str, Any], nulled: 
 
 def _with_defaults(schema: Mapping[str, Any], branch: Branch, arguments: Mapping[str, Any]) -> dict[str, Any]:
     """The arguments with the defaults of what is not given: the branch's own, else the input schema's
-    top-level ones (a Manifest from before `Branch.defaults`, and single tools) that the branch takes."""
+    top-level ones (a Manifest from before `Branch.defaults`, and single tools) that the branch takes.
+    A null is not given, unless the argument's null is sent (`null_means: clear`, BodySpec.nulls)."""
+    clears = {a for step in branch.steps if step.operation.body for a in step.operation.body.nulls}
     out = dict(arguments)
+    given = {k for k, v in out.items() if v is not None or k in clears}
     for name, value in branch.defaults.items():
-        if name not in out:
+        if name not in given:
             out[name] = copy.deepcopy(value)
+            given.add(name)
     properties = schema.get("properties")
     for name, prop in (properties.items() if isinstance(properties, dict) else ()):
-        if name not in out and isinstance(prop, dict) and "default" in prop and (
+        if name not in given and isinstance(prop, dict) and "default" in prop and (
                 branch.accepts is None or name in branch.accepts):
             out[name] = copy.deepcopy(prop["default"])
     return out

@@ -900,7 +900,7 @@ def _body_value(spec: BodySpec, inputs: Mapping[str, Any], evaluate: Evaluate) -
     body: dict[str, Any] = {}
     owners: dict[str, str] = {}  # top-level key -> the argument that gave it (for conflict messages)
     for arg, prop in spec.properties.items():
-        if inputs.get(arg) is not None:
+        if inputs.get(arg) is not None or (arg in spec.nulls and arg in inputs):  # null_means: clear
             body[prop] = inputs[arg]
             owners[prop] = arg
     for prop, expr in spec.exprs.items():
@@ -928,7 +928,7 @@ def _with_fields(spec: BodySpec, body: dict[str, Any], owners: dict[str, str], i
     for f in spec.fields:
         if f.arg is not None:
             value = inputs.get(f.arg)
-            if value is None:
+            if value is None and not (f.arg in spec.nulls and f.arg in inputs):  # null_means: clear sends it
                 continue
         else:
             value = f.value
