@@ -94,8 +94,10 @@ def _guarded(fn: Callable[[], T]) -> T:
     except BrokenPipeError:  # `openapi2mcp inspect ... | head`: the reader left; not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise typer.Exit(0) from None
-    except ExceptionGroup as group:  # the stdio server's task group: the client closed its end
-        if group.split((BrokenPipeError, ConnectionResetError))[1] is not None:
+    except ExceptionGroup as group:  # a task group (the stdio server's): the client may have closed its end
+        from openapi2mcp.stdio import client_gone
+
+        if client_gone(group) is None:
             return _bug(group)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise typer.Exit(0) from None
@@ -105,13 +107,14 @@ def _guarded(fn: Callable[[], T]) -> T:
 
 def _bug(e: Exception) -> NoReturn:
     from openapi2mcp.runtime import ConfigError
+    from openapi2mcp.stdio import describe  # a task group's error is named by what is inside it
 
     if isinstance(e, ConfigError):
         _fail(f"error: {e}")
     if os.environ.get("OPENAPI2MCP_DEBUG"):
         raise e
     _fail(
-        f"internal error ({type(e).__name__}: {e}). This is a bug in openapi2mcp; rerun with "
+        f"internal error ({describe(e)}). This is a bug in openapi2mcp; rerun with "
         "OPENAPI2MCP_DEBUG=1 for the traceback and report it.",
         code=1,
     )

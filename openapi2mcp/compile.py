@@ -152,6 +152,7 @@ class Arg:
     unit: str | None = None
     path: list[str] | None = None  # a nested field of the JSON body (bodypath.py); location "body"
     container: bool = False  # hidden because nested fields of it are arguments (or paging fields)
+    send_null: bool = False  # null_means: clear (the model's null is sent as JSON null)
 
 
 @dataclass
@@ -523,6 +524,8 @@ def _apply_param_defs(
         named.append(arg)
         try:
             _apply_param_def(arg, model_name, pdef)
+            if pdef.null_means == "clear":
+                _null_clears(ctx, op, arg)
         except ValueError as e:
             problems.append(doc.problem(where, str(e)))
     if problems:
@@ -658,9 +661,42 @@ def _apply_param_def(arg: Arg, model_name: str, pdef: ParamDef) -> None:
         if arg.required and not pdef.required and "default" not in schema:
             raise ValueError(f"{arg.wire!r} is required by the spec; making it optional needs a `default`")
         arg.required = pdef.required
+    elif "default" in pdef.schema_keywords():  # the server sends the default: the model need not give it
+        arg.required = False
     if "default" in schema:
         check_value(schema, schema["default"], "default")
     arg.schema = schema
+
+
+def _null_clears(ctx: Context, op: Operation, arg: Arg) -> None:
+    """`null_means: clear`: the model's null is sent as JSON null, where one can be sent and the spec takes it."""
+    if arg.fixed or arg.hidden:
+        raise ValueError("`null_means: clear` is for an argument the model gives; this one is fixed or hidden")
+    if arg.location != "body":
+        where = "the whole request body" if arg.location == "body*" else f"a {arg.location} parameter"
+        raise ValueError(f"`null_means: clear` needs a property of a JSON request body; {arg.wire!r} is {where}, "
+                         "where null cannot be sent (leave null meaning not given)")
+    rbody = request_body(ctx, op)
+    if rbody is None or not _is_json_body(rbody.media):
+        raise ValueError(f"`null_means: clear` needs a JSON request body; {op.id!r} sends "
+                         f"{rbody.media if rbody else 'none'}, where null cannot be written")
+    if not _takes_null(arg.schema):
+        shown = "/".join(sorted(schema_types(arg.schema))) or "its schema"
+        raise ValueError(f"`null_means: clear`: the spec's schema of {arg.wire!r} does not take null ({shown}), so the "
+                         "upstream would refuse it; fix the spec (nullable: true, or type: [..., 'null']) with an OAI "
+                         "Overlay, or leave null meaning not given")
+    arg.send_null = True
+    described = arg.schema.get("description", "")
+    arg.schema = {**arg.schema, "description": f"{described} null clears it (sent as null); leave it out to keep "
+                  "it.".strip()}
+
+
+def _takes_null(schema: dict[str, Any]) -> bool:
+    if not has_ref(schema):
+        return bool(jsonschema.Draft202012Validator(schema).is_valid(None))
+    t = schema.get("type")  # a recursive schema: its own level says it
+    branches = [b for key in ("anyOf", "oneOf") for b in schema.get(key) or [] if isinstance(b, dict)]
+    return (isinstance(t, list) and "null" in t) or any(b.get("type") == "null" for b in branches)
 
 
 _KEYWORD_TYPES = {
@@ -983,17 +1019,22 @@ def operation_spec(ctx: Context, op: Operation, args: list[Arg]) -> OperationSpe
         if a.fixed:
             params.append(a.param.model_copy(update={"fixed": True, "value": a.value, "required": True}))
         else:
-            params.append(a.param.model_copy(update={"arg": a.name, "required": a.required}))
+            # a spec-required parameter the overlay gave a default stays required on the wire: the
+            # runtime fills the default in, and an empty value is refused, never sent
+            required = a.required or (a.param.required and "default" in a.schema)
+            params.append(a.param.model_copy(update={"arg": a.name, "required": required}))
     whole = next((a for a in args if a.location == "body*"), None)
     rbody = request_body(ctx, op)
     fields = _body_fields(args)
+    nulls = [a.name for a in args if a.send_null and not a.hidden]  # null_means: clear
     if whole is not None:
         if whole.fixed:
-            body = BodySpec(media_type=whole.wire, required=True, value=whole.value, fields=fields)
+            body = BodySpec(media_type=whole.wire, required=True, value=whole.value, fields=fields, nulls=nulls)
         elif not whole.hidden:
-            body = BodySpec(media_type=whole.wire, required=whole.required, arg=whole.name, fields=fields)
+            body = BodySpec(media_type=whole.wire, required=whole.required, arg=whole.name, fields=fields,
+                            nulls=nulls)
         elif fields:
-            body = BodySpec(media_type=whole.wire, required=whole.required, fields=fields)
+            body = BodySpec(media_type=whole.wire, required=whole.required, fields=fields, nulls=nulls)
     elif rbody is not None:
         for a in args:
             if a.location != "body" or a.hidden or a.path is not None:
@@ -1012,7 +1053,8 @@ def operation_spec(ctx: Context, op: Operation, args: list[Arg]) -> OperationSpe
         if body_props or body_fixed or fields or rbody.required:
             body = BodySpec(media_type=rbody.media, required=rbody.required,
                             properties=body_props, fixed=body_fixed, binary=binary,
-                            content_types=content_types, fields=fields, min_properties=_min_properties(ctx, rbody))
+                            content_types=content_types, fields=fields, min_properties=_min_properties(ctx, rbody),
+                            nulls=nulls)
     return OperationSpec(id=op.id, method=op.method, path=op.path, params=params, body=body,
                          success=success_statuses(op), accept=accept_header(op))
 

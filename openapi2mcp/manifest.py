@@ -107,6 +107,7 @@ class BodySpec(_Model):
     content_types: dict[str, str] = Field(default_factory=dict)  # multipart property -> part content type
     fields: list[BodyField] = Field(default_factory=list)  # nested fields, set after the properties
     min_properties: int = 0  # the body schema's minProperties: fewer given properties are refused
+    nulls: list[str] = Field(default_factory=list)  # arguments whose null is sent as JSON null (null_means: clear)
 
 
 class OperationSpec(_Model):
@@ -231,8 +232,11 @@ class Branch(_Model):
 
     key: str  # the action value (dispatch=action) or a label
     when: list[str] = Field(default_factory=list)  # dispatch=presence: taken when all are given
-    requires: list[str] = Field(default_factory=list)  # arguments this branch needs
+    requires: list[str] = Field(default_factory=list)  # arguments this branch needs (none with a default)
     accepts: list[str] | None = None  # arguments this branch uses (None: any); others are refused
+    # what this branch sends for an argument not given (its own `default`s: those of another
+    # branch, or a default the merged input schema dropped because the branches disagree, never apply)
+    defaults: dict[str, Any] = Field(default_factory=dict)
     steps: list[Step]
     output: str | None = None  # JMESPath over {inputs, steps}; None: the last step's body
     response: ResponseSpec | None = None  # this branch's shaping (None: the tool's `response`)

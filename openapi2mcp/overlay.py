@@ -257,6 +257,11 @@ class ParamDef(_Strict):
     examples: list[Any] | None = None
     unit: str | None = Field(None, description="Unit of the value, shown to the model (e.g. 'seconds').")
     sensitive: bool = Field(False, description="Redact this argument in logs and audit lines.")
+    null_means: Literal["not_given", "clear"] = Field(
+        "not_given", description="What the model's null means: not given (the default; models send null for "
+        "arguments they do not use), or `clear`: JSON null is sent (a JSON body property whose schema takes "
+        "null, e.g. to clear a field in a PATCH).",
+    )
 
     @field_validator("pattern")
     @classmethod

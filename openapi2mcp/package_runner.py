@@ -398,13 +398,17 @@ def run(package: str, argv: Sequence[str] | None = None, environ: Mapping[str, s
     except SystemExit:
         raise
     except Exception as e:
+        from openapi2mcp.stdio import describe, leaves
         from openapi2mcp.upstream import ConfigError
 
         if isinstance(e, ConfigError):
             _fail(prog, f"error: {e}", 2)
+        if all(isinstance(x, BrokenPipeError) for x in leaves(e)):  # `--info | head`: the reader left
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise SystemExit(0) from None
         if env.get("OPENAPI2MCP_DEBUG"):
             raise
-        _fail(prog, f"internal error ({type(e).__name__}: {e}); rerun with OPENAPI2MCP_DEBUG=1 for the traceback", 1)
+        _fail(prog, f"internal error ({describe(e)}); rerun with OPENAPI2MCP_DEBUG=1 for the traceback", 1)
 
 
 def _run(package: str, prog: str, info: dict[str, Any], args: argparse.Namespace, env: Mapping[str, str]) -> None:

@@ -20,8 +20,10 @@ Policies worth knowing:
 * Protocol errors (unknown tool, bad cursor) are JSON-RPC errors (-32602); everything that goes
   wrong while running a tool is an `isError` result with a stable code and a traceId. No
   exception text reaches a client: internal failures are logged (redacted) with the traceId.
-* Top-level `default`s of the input schema are sent when an argument is omitted (after branch
-  selection, so defaults never make a `presence` branch match).
+* Defaults are sent when an argument is omitted: the branch's own (`Branch.defaults`, so an
+  action's default is never another action's), else the input schema's top-level ones; after
+  branch selection, so defaults never make a `presence` branch match, and before the branch's
+  `requires` are checked.
 * The safety contract (docs/safety.md) runs after the arguments are checked and before anything
   is sent: a dry run (`dryRun: true`) previews; a real call of a `dry_run: required` branch needs
   its dry-run token, then the user's confirmation when the branch needs one (policy.py: elicitation
@@ -123,6 +125,7 @@ from openapi2mcp.shape import (
     truthy,
 )
 from openapi2mcp.signing import SIGNING_KEY_VAR, Signer, SigningKeyError
+from openapi2mcp.stdio import client_gone, stdin_lines
 from openapi2mcp.upstream import (
     FORWARDED_HEADERS,
     ConfigError,
@@ -284,13 +287,21 @@ def check_arguments(validator: Validator, arguments: Mapping[str, Any], nulled: 
     raise _invalid(message, shown[0][0])
 
 
-def _with_defaults(schema: Mapping[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
-    properties = schema.get("properties")
-    if not isinstance(properties, dict):
-        return arguments
+def _with_defaults(schema: Mapping[str, Any], branch: Branch, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments with the defaults of what is not given: the branch's own, else the input schema's
+    top-level ones (a Manifest from before `Branch.defaults`, and single tools) that the branch takes.
+    A null is not given, unless the argument's null is sent (`null_means: clear`, BodySpec.nulls)."""
+    clears = {a for step in branch.steps if step.operation.body for a in step.operation.body.nulls}
     out = dict(arguments)
-    for name, prop in properties.items():
-        if name not in out and isinstance(prop, dict) and "default" in prop:
+    given = {k for k, v in out.items() if v is not None or k in clears}
+    for name, value in branch.defaults.items():
+        if name not in given:
+            out[name] = copy.deepcopy(value)
+            given.add(name)
+    properties = schema.get("properties")
+    for name, prop in (properties.items() if isinstance(properties, dict) else ()):
+        if name not in given and isinstance(prop, dict) and "default" in prop and (
+                branch.accepts is None or name in branch.accepts):
             out[name] = copy.deepcopy(prop["default"])
     return out
 
@@ -299,8 +310,10 @@ def _present(arguments: Mapping[str, Any], name: str) -> bool:
     return arguments.get(name) is not None
 
 
-def choose_branch(tool: _Tool, arguments: Mapping[str, Any]) -> Branch:
-    """Dispatch: single, action (by `action_arg`), presence (first `when` all given)."""
+def choose_branch(tool: _Tool, arguments: Mapping[str, Any]) -> tuple[Branch, dict[str, Any]]:
+    """Dispatch: single, action (by `action_arg`), presence (first `when` all given); the branch and the
+    arguments with its defaults, filled in after the choice (a default never makes a `when` match) and
+    before what the branch needs is checked (an argument with a default is never missing)."""
     spec = tool.spec
     if not tool.branches:
         raise _invalid(f"{spec.name} cannot be called: every way to run it is forbidden")
@@ -330,10 +343,11 @@ def choose_branch(tool: _Tool, arguments: Mapping[str, Any]) -> Branch:
         if extra:
             takes = ", ".join(a for a in branch.accepts if a != spec.action_arg) or "no other arguments"
             raise _invalid(f"{label} does not take {', '.join(extra)} (it takes: {takes})", extra[0])
+    arguments = _with_defaults(spec.input_schema, branch, arguments)
     missing = [name for name in branch.requires if not _present(arguments, name)]
     if missing:
         raise _invalid(f"{label} needs {', '.join(missing)}", missing[0])
-    return branch
+    return branch, arguments
 
 
 # ============================================================================ the runtime
@@ -659,8 +673,7 @@ class Runtime:
             )
         arguments, nulled = drop_nulls(tool.arguments, arguments)
         check_arguments(tool.arguments, arguments, nulled)
-        branch = choose_branch(tool, arguments)
-        arguments = _with_defaults(tool.spec.input_schema, arguments)
+        branch, arguments = choose_branch(tool, arguments)
         plan = await self._gate(tool, branch, arguments, caller, asker, record, pending)  # before the deadline
         try:
             with anyio.fail_after(self.manifest.upstream.timeout.total):
@@ -1007,14 +1020,24 @@ def _step_value(payload: Payload, status: int) -> Any:
 async def serve_stdio(
     manifest: Manifest, *, log_level: str | int | None = None, runtime: Runtime | None = None, **opts: Any
 ) -> None:
-    """Serve over stdin/stdout (logs go to stderr; the SDK points fd 1 at stderr while serving)."""
+    """Serve over stdin/stdout (logs go to stderr; the SDK points fd 1 at stderr while serving).
+
+    The session ends when the client closes stdin, and also, quietly, when it goes away in any
+    other way (stdout closed: EPIPE; see stdio.py): one log line, no error. Calls in flight are
+    cancelled (their audit lines say so).
+    """
     if log_level is not None:
         configure_logging(log_level)
     runtime = runtime or Runtime(manifest, **opts)
     server = runtime.build_server()
     try:
-        async with stdio_server() as (read, write):
+        async with stdin_lines() as lines, stdio_server(stdin=lines) as (read, write):  # type: ignore[arg-type]
             await server.run(read, write, server.create_initialization_options())
+    except Exception as e:  # the transport's task group wraps what its reader and writer raise
+        why = client_gone(e)
+        if why is None:
+            raise
+        log.warning("the client went away: %s; the session is over", why)
     finally:
         await runtime.aclose()
 

@@ -680,11 +680,13 @@ def _action_tool(ctx: Context, tdef: ToolDef, overlay: ToolOverlay, doc: Overlay
 
 def _branch_spec(b: _BranchUse, *, requires: list[str], accepts: list[str], when: list[str] | None = None) -> Branch:
     use = b.use
+    properties = use.input_schema()["properties"]
     return Branch(
         key=b.key,
         when=when or [],
         requires=requires,
         accepts=sorted(set(accepts)),
+        defaults={k: p["default"] for k, p in properties.items() if isinstance(p, dict) and "default" in p},
         steps=[Step(id="call", operation=use.operation)],
         response=use.response,
         pagination=use.pagination,

@@ -49,6 +49,7 @@ import anyio
 import httpx2
 
 from openapi2mcp import __version__
+from openapi2mcp.errorbody import Complaint, read_complaint
 from openapi2mcp.errors import ErrorCode, ToolFailure
 from openapi2mcp.manifest import (
     BASE_URL_VAR,
@@ -901,7 +902,7 @@ def _body_value(spec: BodySpec, inputs: Mapping[str, Any], evaluate: Evaluate) -
     body: dict[str, Any] = {}
     owners: dict[str, str] = {}  # top-level key -> the argument that gave it (for conflict messages)
     for arg, prop in spec.properties.items():
-        if inputs.get(arg) is not None:
+        if inputs.get(arg) is not None or (arg in spec.nulls and arg in inputs):  # null_means: clear
             body[prop] = inputs[arg]
             owners[prop] = arg
     for prop, expr in spec.exprs.items():
@@ -929,7 +930,7 @@ def _with_fields(spec: BodySpec, body: dict[str, Any], owners: dict[str, str], i
     for f in spec.fields:
         if f.arg is not None:
             value = inputs.get(f.arg)
-            if value is None:
+            if value is None and not (f.arg in spec.nulls and f.arg in inputs):  # null_means: clear sends it
                 continue
         else:
             value = f.value
@@ -1680,9 +1681,8 @@ def status_failure(
     `no_credential`: why no credential was sent, which is the advice a 401 then gets.
     """
     status = resp.status
-    document = _json_document(resp)
-    said = upstream_message(resp, document)
-    said = clip_quote(redactor.text(said)) if said else ""
+    complaint = upstream_complaint(resp, op)
+    said = clip_quote(redactor.text(complaint.message)) if complaint.message else ""
     code, retryable, what, advice = _builtin(status)
     if status == 401 and no_credential:
         what, advice = "the upstream requires credentials", no_credential[0].upper() + no_credential[1:] + "."
@@ -1701,7 +1701,7 @@ def status_failure(
         if advice:
             message += f". {advice}"
     retry_after = _retry_after(resp.headers) if status in (429, 503) else None
-    field = _field_hint(document, op) if code_text == ErrorCode.ARGUMENT_INVALID else None
+    field = complaint.field if code_text == ErrorCode.ARGUMENT_INVALID else None
     return ToolFailure.of(code_text, message, retryable=retryable, field=field, status=status, retry_after=retry_after)
 
 
@@ -1710,90 +1710,30 @@ def clip_quote(text: str, limit: int = QUOTE_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _json_document(resp: UpstreamResponse) -> Any:
-    if not resp.body or len(resp.body) > 1_000_000:
-        return None
-    if resp.media_type and not is_json_media(resp.media_type):
-        return None
+def upstream_complaint(resp: UpstreamResponse, op: OperationSpec | None = None) -> Complaint:
+    """The upstream's own explanation of a failure and the argument it is about (errorbody.py)."""
+    body = resp.body
+    if not body or len(body) > 1_000_000:
+        return Complaint("")
+    document = None
+    if not resp.media_type or is_json_media(resp.media_type):
+        try:
+            document = _loads(body)
+        except ValueError:  # not JSON whatever its label says (Jupyter's 404 is text): quote the text
+            document = None
+    text = None
+    textual = not resp.media_type or resp.media_type.startswith("text/") or is_json_media(resp.media_type)
+    if document is None and textual and len(body) < 10_000:
+        text = body.decode(resp.charset if resp.charset and _known_charset(resp.charset) else "utf-8", "replace")
+    return read_complaint(document, text, resp.media_type, op)
+
+
+def _known_charset(name: str) -> bool:
     try:
-        return _loads(resp.body)
-    except ValueError:
-        return None
-
-
-def _dig(document: Any, *path: str | int) -> Any:
-    for part in path:
-        if isinstance(part, int):
-            if not isinstance(document, list) or len(document) <= part:
-                return None
-            document = document[part]
-        else:
-            if not isinstance(document, dict):
-                return None
-            document = document.get(part)
-    return document
-
-
-# Where APIs put their error text, most specific first.
-_MESSAGE_PATHS: Final[tuple[tuple[str | int, ...], ...]] = (
-    ("error", "message"),
-    ("message",),
-    ("error_description",),
-    ("detail", 0, "msg"),  # FastAPI 422
-    ("errors", 0, "message"),
-    ("errors", 0, "detail"),
-    ("error",),
-    ("detail",),
-    ("title",),
-)
-
-
-def upstream_message(resp: UpstreamResponse, document: Any = None) -> str:
-    """The upstream's own explanation, if it gave one (JSON error bodies, RFC 7807, short text)."""
-    if document is None:
-        document = _json_document(resp)
-    if isinstance(document, dict):
-        title, detail = document.get("title"), document.get("detail")
-        if resp.media_type == "application/problem+json" and isinstance(title, str) and isinstance(detail, str):
-            return f"{title}: {detail}"
-        for path in _MESSAGE_PATHS:
-            found = _dig(document, *path)
-            if isinstance(found, str) and found.strip():
-                return found
-        return ""
-    if resp.media_type in ("text/plain", "") and resp.body and len(resp.body) < 10_000:
-        text = resp.body.decode("utf-8", "replace").strip()
-        return text.splitlines()[0] if text else ""
-    return ""
-
-
-def _field_hint(document: Any, op: OperationSpec) -> str | None:
-    """The argument an upstream validation error names, mapped back from the wire name."""
-    wire = None
-    for path in (
-        ("error", "param"),
-        ("error", "field"),
-        ("errors", 0, "field"),
-        ("errors", 0, "param"),
-        ("invalid_params", 0, "name"),
-    ):
-        found = _dig(document, *path)
-        if isinstance(found, str):
-            wire = found
-            break
-    loc = _dig(document, "detail", 0, "loc")
-    if wire is None and isinstance(loc, list) and loc and isinstance(loc[-1], str):
-        wire = loc[-1]
-    if wire is None:
-        return None
-    for p in op.params:
-        if p.name == wire and p.arg:
-            return p.arg
-    if op.body is not None:
-        for arg, prop in op.body.properties.items():
-            if prop == wire:
-                return arg
-    return None
+        codecs.lookup(name)
+    except LookupError:
+        return False
+    return True
 
 
 def _retry_after(headers: httpx2.Headers) -> float | None:

@@ -158,6 +158,19 @@ def test_page_through_collections(transport: str, session: McpSession, database:
     err(session.call("collections_find", {"database": database, "cursor": tampered}), "CURSOR_INVALID")
 
 
+def test_the_default_database_when_none_is_given(transport: str, session: McpSession) -> None:
+    """`database: {default: default_database}` alone (no `required: false`) on the spec-required path
+    parameter: single tools, actions and both variants send the default; before, a variant answered
+    "this call (list_collections) needs database"."""
+    name = f"dflt-{transport}"
+    created = ok(session.call("collections_manage", {"action": "create", "name": name}))
+    found = ok(session.call("collections_find", {"name": name}))
+    assert found["id"] == created["id"] and found["database"] == "default_database"
+    listed = ok(session.call("collections_find", {"limit": 50}))
+    assert name in [c["name"] for c in listed["items"]]
+    assert ok(session.call("records_count", {"collection_id": found["id"]})) == {"result": 0}
+
+
 def test_create_add_and_read_records(transport: str, session: McpSession, database: str) -> None:
     name = f"papers-{transport}"
     created = ok(

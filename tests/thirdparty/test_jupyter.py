@@ -228,8 +228,9 @@ def test_not_found(transport: str, session: McpSession) -> None:
     missing = err(session.call("files_read", {"path": "notes/none.md"}), "NOT_FOUND")
     assert missing["message"].startswith("No file at that path; list the folder")
     # Jupyter's GET 404 says application/json but its body is the plain sentence "file or directory
-    # '/notes/none.md' does not exist", so there is no upstream message to quote (PATCH's 404 is JSON)
+    # '/notes/none.md' does not exist": quoted as text (PATCH's 404 is JSON)
     assert missing["status"] == 404 and missing["retryable"] is False
+    assert "(upstream said: file or directory '/notes/none.md' does not exist)" in missing["message"], missing
     gone = err(session.call("files_list", {"path": "nowhere"}), "NOT_FOUND")
     assert gone["status"] == 404
     rename = err(session.call("files_manage", {"action": "rename", "path": "nope.txt", "new_path": "c.txt"}),

@@ -197,6 +197,9 @@ def test_prefect_rejects_what_only_it_can_check(transport: str, session: McpSess
     bad = err(session.call("variables_manage", {"action": "create", "name": "Not Lower Case", "value": 1}),
               "ARGUMENT_INVALID")
     assert prefect.relay.bytes_up > before and bad["status"] == 422 and bad["retryable"] is False
+    # Prefect's own words ({"exception_message", "exception_detail": [{loc, msg}]}), under the argument's name
+    assert bad["field"] == "name", bad
+    assert "Invalid request received: name: " in bad["message"], bad
 
 
 def test_not_found(transport: str, session: McpSession) -> None:
