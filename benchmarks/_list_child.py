@@ -61,8 +61,8 @@ def compact(payload: Any) -> bytes:
 
 
 def ours(spec: str, phases: Phases, *, runtime: bool) -> list[dict[str, Any]]:
-    from openapi2mcp.compile import compile_manifest
-    from openapi2mcp.load import load_spec
+    from openapi2mcp.compiler import compile_manifest
+    from openapi2mcp.loader import load_spec
 
     phases.done("import")
     loaded = load_spec(spec)

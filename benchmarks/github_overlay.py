@@ -64,8 +64,8 @@ LIST_KEYS = ("items", "workflow_runs", "jobs")
 
 def overlay_listing(spec: Path) -> tuple[int, int, Any]:
     """(tools, bytes, manifest) of the overlay, every tools/list page joined, as the server sends it."""
-    from openapi2mcp.compile import compile_manifest
-    from openapi2mcp.load import load_spec
+    from openapi2mcp.compiler import compile_manifest
+    from openapi2mcp.loader import load_spec
     from openapi2mcp.overlay import read_overlay
     from openapi2mcp.runtime import Runtime
 

@@ -59,9 +59,9 @@ def check(job: tuple[str, int]) -> tuple[str, str, int, float, str]:
     path, limit = job
     from jsonschema import Draft202012Validator
 
-    from openapi2mcp.compile import compile_manifest
+    from openapi2mcp.compiler import compile_manifest
     from openapi2mcp.errors import InputError
-    from openapi2mcp.load import load_spec
+    from openapi2mcp.loader import load_spec
     from openapi2mcp.manifest import Manifest
     from openapi2mcp.runtime import Runtime
 

@@ -8,9 +8,10 @@ from typing import Any
 
 import yaml
 
-from openapi2mcp.compile import Compiled, compile_manifest
-from openapi2mcp.load import load_spec
-from openapi2mcp.overlay import parse_overlay, read_overlay
+from openapi2mcp.compiler import Compiled, compile_manifest
+from openapi2mcp.loader import load_spec
+from openapi2mcp.overlay import read_overlay
+from openapi2mcp.overlay.model import parse_overlay
 from tests.local import EXAMPLES
 
 

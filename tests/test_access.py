@@ -36,12 +36,13 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from examples import Upstream
-from openapi2mcp.access import Caller, local_caller, parse_scopes
-from openapi2mcp.auth import AuthOptions, JwtVerifier, auth_config, load_static_tokens
 from openapi2mcp.errors import InputError
-from openapi2mcp.limits import RateLimiter, TokenBucket, describe_rate, parse_rate, parse_rate_limit
-from openapi2mcp.manifest import RateLimitSpec
-from openapi2mcp.runtime import ConfigError, Runtime, http_app
+from openapi2mcp.manifest import RateLimitSpec, describe_rate, parse_rate, parse_rate_limit, parse_scopes
+from openapi2mcp.runtime import AuthOptions, Runtime, auth_config, http_app, local_caller
+from openapi2mcp.runtime.access import Caller
+from openapi2mcp.runtime.auth import JwtVerifier, load_static_tokens
+from openapi2mcp.runtime.limits import RateLimiter, TokenBucket
+from openapi2mcp.upstream import ConfigError
 from tests.e2e_support import LEGACY, MODERN, ROOT, HttpServer, child_env, cli, err, free_port, ok
 from tests.helpers import EXAMPLES, compile_text
 from tests.runtime_upstream import serve_in_thread
@@ -762,7 +763,7 @@ def package_dir(overlay_file: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 def runner(package_dir: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "openapi2mcp.package_runner", "notes_access_mcp", *args]
+    return [sys.executable, "-m", "openapi2mcp.serving", "notes_access_mcp", *args]
 
 
 def runner_env(package_dir: Path, extra: dict[str, str]) -> dict[str, str]:

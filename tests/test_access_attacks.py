@@ -32,10 +32,11 @@ import pytest
 from mcp import Client, MCPError
 
 from examples import Upstream
-from openapi2mcp.access import parse_scopes
 from openapi2mcp.errors import InputError
-from openapi2mcp.package_runner import local_scopes
-from openapi2mcp.runtime import ConfigError, Runtime
+from openapi2mcp.manifest import parse_scopes
+from openapi2mcp.runtime import Runtime
+from openapi2mcp.serving.package import local_scopes
+from openapi2mcp.upstream import ConfigError
 from tests.e2e_support import LEGACY, HttpServer, McpSession, err, ok, portal, run_cli
 from tests.helpers import EXAMPLES, compile_text
 from tests.runtime_upstream import serve_in_thread
@@ -577,7 +578,8 @@ def test_serve_refuses_the_red_teams_resource_and_an_old_manifest_with_it(tmp_pa
 
 def test_http_limit_settings(tmp_path: Path) -> None:
     """The flags and variables of the HTTP limits, and the errors for values that are no limit."""
-    from openapi2mcp.package_runner import HttpLimits, UsageError, _limit_values, parser
+    from openapi2mcp.runtime import HttpLimits
+    from openapi2mcp.serving.package import UsageError, _limit_values, parser
 
     args = parser("pkg", "test", {}).parse_args(["--header-timeout", "3"])
     assert _limit_values(args, {"OPENAPI2MCP_MAX_SESSIONS_PER_CALLER": "5", "OPENAPI2MCP_HEADER_TIMEOUT": "9"}) == \

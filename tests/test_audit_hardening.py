@@ -300,8 +300,8 @@ def test_audit_files_others_could_reach_are_refused(overlay: Path, tmp_path: Pat
 
 def test_a_frozen_package_refuses_a_planted_symlink_from_the_environment(overlay: Path, tmp_path: Path,
                                                                         up: Upstream) -> None:
-    from openapi2mcp.compile import compile_manifest
-    from openapi2mcp.load import load_spec
+    from openapi2mcp.compiler import compile_manifest
+    from openapi2mcp.loader import load_spec
     from openapi2mcp.overlay import read_overlay
 
     module = tmp_path / "pkg" / "mailfiles_audit_mcp"
@@ -314,7 +314,7 @@ def test_a_frozen_package_refuses_a_planted_symlink_from_the_environment(overlay
     link.symlink_to(tmp_path / "victim.txt")
     env = child_env({**env_for(up), "OPENAPI2MCP_AUDIT_LOG": str(link)})
     env["PYTHONPATH"] = f"{tmp_path / 'pkg'}:{env['PYTHONPATH']}"
-    command = [sys.executable, "-m", "openapi2mcp.package_runner", "mailfiles_audit_mcp", "--check"]
+    command = [sys.executable, "-m", "openapi2mcp.serving", "mailfiles_audit_mcp", "--check"]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 2 and "is a symbolic link, which is refused" in done.stderr, done.stderr
     assert not (tmp_path / "victim.txt").exists()

@@ -32,8 +32,9 @@ from typer.testing import CliRunner
 
 from examples import Upstream
 from openapi2mcp import __version__
-from openapi2mcp.build import build_package, client_config, environment_variables
-from openapi2mcp.cli import app
+from openapi2mcp.build import build_package, client_config
+from openapi2mcp.build.build import environment_variables
+from openapi2mcp.cli.app import app
 from openapi2mcp.errors import InputError
 from openapi2mcp.manifest import Manifest
 from tests.helpers import compile_example
@@ -44,8 +45,8 @@ CACHE = ROOT / ".cache" / "build-test"
 TOKEN = "test-token-0123456789abcdef"
 LISTED = {"notes_search", "notes_read", "tasks_create", "tasks_list"}
 # modules a frozen package must never load: the compile side and the CLI framework
-FORBIDDEN = ("prance", "openapi_core", "openapi_spec_validator", "openapi2mcp.compile", "openapi2mcp.load",
-             "openapi2mcp.overlay", "openapi2mcp.names", "openapi2mcp.build", "openapi2mcp.cli", "typer")
+FORBIDDEN = ("prance", "openapi_core", "openapi_spec_validator", "openapi2mcp.compiler", "openapi2mcp.loader",
+             "openapi2mcp.overlay", "openapi2mcp.build", "openapi2mcp.cli", "typer")
 
 
 @pytest.fixture(scope="module")
@@ -195,8 +196,8 @@ def test_openapi2mcp_wheel_ships_the_runtime_and_templates(package: Path) -> Non
     import zipfile
 
     names = zipfile.ZipFile(next((package / "wheels").glob("*.whl"))).namelist()
-    for needed in ("openapi2mcp/package_runner.py", "openapi2mcp/runtime.py", "openapi2mcp/build.py",
-                   "openapi2mcp/templates/Dockerfile.tmpl", "openapi2mcp/templates/README.md.tmpl"):
+    for needed in ("openapi2mcp/serving/package.py", "openapi2mcp/runtime/core.py", "openapi2mcp/build/build.py",
+                   "openapi2mcp/build/templates/Dockerfile.tmpl", "openapi2mcp/build/templates/README.md.tmpl"):
         assert needed in names
 
 
@@ -318,7 +319,7 @@ def imported_modules(stderr: str) -> set[str]:
 
 def assert_runtime_only(stderr: str) -> None:
     modules = imported_modules(stderr)
-    assert "openapi2mcp.runtime" in modules, "import profile missing"
+    assert "openapi2mcp.runtime.core" in modules, "import profile missing"
     leaked = sorted(m for m in modules if m.split(".")[0] in FORBIDDEN or m in FORBIDDEN
                     or any(m.startswith(f + ".") for f in FORBIDDEN))
     assert not leaked, f"the frozen package imported compile-side modules: {leaked}"

@@ -32,7 +32,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from openapi2mcp.manifest import BodySpec
-from openapi2mcp.stdio import client_gone
+from openapi2mcp.runtime import client_gone
 from tests.e2e_support import LEGACY, MODERN, HttpServer, child_env, cli, no_traceback
 from tests.local import serve_in_thread
 from tests.runtime_upstream import manifest, op, q, tool
@@ -419,7 +419,7 @@ def test_a_bug_inside_a_task_group_is_still_a_bug_and_named(capsys: pytest.Captu
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     import typer
 
-    from openapi2mcp.cli import _guarded
+    from openapi2mcp.cli.app import _guarded
 
     def fails() -> None:
         raise ExceptionGroup("unhandled errors in a TaskGroup", [KeyError("tool_x")])

@@ -29,11 +29,11 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from examples import Upstream
-from openapi2mcp.compile import compile_manifest
+from openapi2mcp.compiler import compile_manifest
 from openapi2mcp.errors import InputError
-from openapi2mcp.load import load_spec
+from openapi2mcp.loader import load_spec
 from openapi2mcp.manifest import Manifest
-from openapi2mcp.overlay import parse_overlay
+from openapi2mcp.overlay.model import parse_overlay
 from openapi2mcp.result import error_of
 from openapi2mcp.runtime import Runtime
 from tests.e2e_support import child_env, cli
@@ -259,7 +259,7 @@ def test_literal_braces_and_quotes_around_placeholders() -> None:
             operation: deleteFile
             confirmation: {mode: required, message: "Delete '{fileId}' ({{permanently}})?"}
         """), "braces.yaml")])
-    from openapi2mcp.policy import confirmation_text
+    from openapi2mcp.runtime.policy import confirmation_text
     from openapi2mcp.upstream import Redactor
 
     tool = compiled.manifest.tool("files_remove")

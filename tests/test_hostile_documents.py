@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 
-from openapi2mcp import overlay as overlay_module
-from openapi2mcp.compile import compile_manifest
+from openapi2mcp.compiler import compile_manifest
 from openapi2mcp.errors import InputError
-from openapi2mcp.load import load_spec
+from openapi2mcp.loader import MAX_NESTING, load_spec
 from openapi2mcp.manifest import Manifest
-from openapi2mcp.overlay import parse_overlay, read_overlay
-from openapi2mcp.untrusted import MAX_NESTING
+from openapi2mcp.overlay import model as overlay_module
+from openapi2mcp.overlay import read_overlay
+from openapi2mcp.overlay.model import parse_overlay
 from tests.e2e_support import child_env, cli, no_traceback
 from tests.local import ROOT
 

@@ -40,8 +40,10 @@ from openapi2mcp.manifest import (
     ToolSpec,
 )
 from openapi2mcp.result import error_of
-from openapi2mcp.runtime import ConfigError, Runtime, _sendable, configure_logging
-from openapi2mcp.upstream import MAX_JSON_DEPTH, MAX_URL_LENGTH, Redactor, json_depth_exceeds
+from openapi2mcp.runtime import Runtime, configure_logging
+from openapi2mcp.runtime.core import _sendable
+from openapi2mcp.upstream import ConfigError, Redactor
+from openapi2mcp.upstream.upstream import MAX_JSON_DEPTH, MAX_URL_LENGTH, json_depth_exceeds
 from tests.e2e_support import (
     LEGACY,
     MODERN,
@@ -473,7 +475,7 @@ async def test_nan_from_the_upstream_becomes_null_never_invalid_json(hostile: st
 
 
 def test_a_resource_uri_number_that_overflows_is_refused() -> None:
-    from openapi2mcp.resources import _coerce
+    from openapi2mcp.runtime.resources import _coerce
 
     assert _coerce("1e999", {"type": "number"}) == "1e999"  # text: the schema check refuses it
     assert _coerce("2.5", {"type": "number"}) == 2.5

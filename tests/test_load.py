@@ -22,9 +22,10 @@ from typing import Any
 
 import pytest
 
-from openapi2mcp import load as load_module
 from openapi2mcp.errors import InputError
-from openapi2mcp.load import HTTP_METHODS, LoadedSpec, load_spec
+from openapi2mcp.loader import LoadedSpec, load_spec
+from openapi2mcp.loader import load as load_module
+from openapi2mcp.loader.load import HTTP_METHODS
 from tests.conftest import corpus_dir, corpus_file
 
 SPECS = Path(__file__).parent / "specs"
@@ -629,7 +630,7 @@ def test_the_deadline_covers_every_remote_ref(server: Server) -> None:
 
 
 def test_fetch_timeout_on_the_command_line(server: Server) -> None:
-    from openapi2mcp import cli
+    from openapi2mcp.cli import app as cli
     from tests.e2e_support import no_traceback, run_cli
 
     assert cli.FETCH_TIMEOUT == load_module.FETCH_DEADLINE

@@ -21,13 +21,13 @@ from mcp import Client, MCPError
 from typer.testing import CliRunner
 
 from examples import Upstream
-from openapi2mcp.cli import app
-from openapi2mcp.compile import compile_manifest
+from openapi2mcp.cli.app import app
+from openapi2mcp.compiler import compile_manifest
+from openapi2mcp.compiler.names import rewrite_mentions
 from openapi2mcp.errors import InputError
-from openapi2mcp.load import load_spec
+from openapi2mcp.loader import load_spec
 from openapi2mcp.manifest import Manifest
-from openapi2mcp.names import rewrite_mentions
-from openapi2mcp.overlay import parse_overlay
+from openapi2mcp.overlay.model import parse_overlay
 from openapi2mcp.result import error_of
 from openapi2mcp.runtime import Runtime
 from tests.e2e_support import MODERN, McpSession, ok, portal, run_cli
@@ -382,7 +382,7 @@ def test_config_writes_absolute_paths(tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 def test_readme_lists_every_built_in_error_code() -> None:
-    from openapi2mcp.upstream import _BUILTIN
+    from openapi2mcp.upstream.upstream import _BUILTIN
 
     readme = " ".join((EXAMPLES.parent / "README.md").read_text(encoding="utf-8").split())
     overlay_doc = " ".join((EXAMPLES.parent / "docs" / "overlay.md").read_text(encoding="utf-8").split())

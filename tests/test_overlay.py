@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from openapi2mcp.errors import InputError
-from openapi2mcp.overlay import apply_oai_overlays, overlay_json_schema, parse_overlay
+from openapi2mcp.overlay import apply_oai_overlays, overlay_json_schema
+from openapi2mcp.overlay.model import parse_overlay
 from tests.conftest import EXAMPLES
 from tests.e2e_support import run_cli
 

@@ -29,16 +29,17 @@ import pytest
 from anyio.from_thread import BlockingPortal
 
 from examples import Upstream
-from openapi2mcp.compile import compile_manifest
+from openapi2mcp.compiler import compile_manifest
 from openapi2mcp.errors import InputError
-from openapi2mcp.load import load_spec
+from openapi2mcp.loader import load_spec
 from openapi2mcp.manifest import CURSOR_MAX_LENGTH, Manifest, ResponseSpec
-from openapi2mcp.overlay import parse_overlay, read_overlay
-from openapi2mcp.paginate import check_link
+from openapi2mcp.overlay import read_overlay
+from openapi2mcp.overlay.model import parse_overlay
 from openapi2mcp.result import error_of
 from openapi2mcp.runtime import Runtime
+from openapi2mcp.runtime.paginate import check_link
+from openapi2mcp.runtime.signing import Signer
 from openapi2mcp.shape import Shaper, dumps
-from openapi2mcp.signing import Signer
 from tests.e2e_support import LEGACY, HttpServer, McpSession, portal
 from tests.paging_api.app import FLOWS, RECORDS, SPEC_PATH, serve
 
@@ -430,7 +431,7 @@ def test_nested_fields_never_overwrite_what_an_argument_gave() -> None:
     """Where a schema lets a container hold anything, the body builder still refuses to guess."""
     from openapi2mcp.errors import ToolFailure
     from openapi2mcp.manifest import BodyField, BodySpec
-    from openapi2mcp.upstream import _body_value
+    from openapi2mcp.upstream.upstream import _body_value
 
     spec = BodySpec(media_type="application/json", properties={"flows": "flows"},
                     fields=[BodyField(path=["flows", "name", "like_"], arg="name_like"),

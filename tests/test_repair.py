@@ -20,15 +20,16 @@ from typing import Any
 import jsonschema
 import pytest
 
-from openapi2mcp.compile import compile_manifest
+from openapi2mcp.compiler import compile_manifest
+from openapi2mcp.compiler.schemas import tolerant
 from openapi2mcp.errors import ToolFailure
-from openapi2mcp.load import load_spec
-from openapi2mcp.manifest import ResponseSpec
-from openapi2mcp.overlay import parse_overlay
+from openapi2mcp.loader import load_spec
+from openapi2mcp.manifest import ResponseSpec, compile_schema
+from openapi2mcp.overlay.model import parse_overlay
 from openapi2mcp.result import REPAIRS_KEY, REPAIRS_OMITTED_KEY, success
-from openapi2mcp.runtime import check_arguments
-from openapi2mcp.schemas import tolerant
-from openapi2mcp.shape import Repair, Shaper, Unrepairable, compile_schema, drop_nulls, json_size, repair
+from openapi2mcp.runtime.core import check_arguments
+from openapi2mcp.shape import Repair, Shaper, drop_nulls
+from openapi2mcp.shape.shape import Unrepairable, json_size, repair
 from tests.drift.app import BODIES, EXACT, SPEC_PATH
 
 # ----------------------------------------------------------------------------- tolerant()
@@ -451,7 +452,7 @@ def test_the_notes_example_keeps_its_default_max_bytes_where_tools_select() -> N
 
 
 def test_a_union_is_repaired_in_the_branch_that_documents_the_value() -> None:
-    from openapi2mcp.contract import with_dry_run_result
+    from openapi2mcp.compiler.contract import with_dry_run_result
 
     # a dry-run tool's result is the real one or the preview: a real one that lost most of its
     # required keys is still the real one (it names the real keys), never a half-made preview

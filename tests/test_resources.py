@@ -22,14 +22,14 @@ import pytest
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from openapi2mcp.compile import compile_manifest
+from openapi2mcp.compiler import compile_manifest
 from openapi2mcp.errors import InputError
-from openapi2mcp.load import LoadedSpec, load_spec
-from openapi2mcp.manifest import Manifest, RetrySpec
-from openapi2mcp.overlay import overlay_json_schema, parse_overlay
-from openapi2mcp.resources import _coerce, fill, not_found_code
+from openapi2mcp.loader import LoadedSpec, load_spec
+from openapi2mcp.manifest import Manifest, RetrySpec, TemplateError, UriTemplate
+from openapi2mcp.overlay import overlay_json_schema
+from openapi2mcp.overlay.model import parse_overlay
 from openapi2mcp.runtime import Runtime
-from openapi2mcp.uritemplate import TemplateError, UriTemplate
+from openapi2mcp.runtime.resources import _coerce, fill, not_found_code
 from tests.e2e_support import HttpServer, child_env, example_args
 from tests.helpers import compile_example
 

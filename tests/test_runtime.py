@@ -21,6 +21,7 @@ import mcp_types as types
 import pytest
 from mcp import Client, MCPError, StdioServerParameters
 
+from openapi2mcp.compiler.schemas import tolerant
 from openapi2mcp.manifest import (
     AuthSpec,
     BodySpec,
@@ -33,8 +34,8 @@ from openapi2mcp.manifest import (
     ToolSpec,
 )
 from openapi2mcp.result import error_of
-from openapi2mcp.runtime import ConfigError, Runtime, http_app, transport_security
-from openapi2mcp.schemas import tolerant
+from openapi2mcp.runtime import Runtime, http_app, transport_security
+from openapi2mcp.upstream import ConfigError
 from tests.runtime_upstream import (
     fixed,
     free_port,

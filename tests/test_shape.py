@@ -7,19 +7,9 @@ from typing import Any
 import pytest
 
 from openapi2mcp.errors import ToolFailure
-from openapi2mcp.manifest import ResponseSpec
-from openapi2mcp.shape import (
-    Shaper,
-    compile_schema,
-    describe_error,
-    dumps,
-    error_path,
-    first_error,
-    fit,
-    json_size,
-    notice,
-    truthy,
-)
+from openapi2mcp.manifest import ResponseSpec, compile_schema
+from openapi2mcp.shape import Shaper, describe_error, dumps, error_path, notice, truthy
+from openapi2mcp.shape.shape import first_error, fit, json_size
 
 ITEMS = {"items": [{"id": i, "name": f"item {i}", "tags": ["a", "b", "c"]} for i in range(50)], "total": 50}
 ITEM_SCHEMA = {

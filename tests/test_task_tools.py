@@ -19,14 +19,15 @@ import pytest
 from mcp import Client
 
 from examples import Upstream
-from openapi2mcp.compile import compile_manifest
+from openapi2mcp.compiler import compile_manifest
 from openapi2mcp.errors import InputError
-from openapi2mcp.load import load_spec
+from openapi2mcp.loader import load_spec
 from openapi2mcp.manifest import Manifest
-from openapi2mcp.overlay import parse_overlay, read_overlay
+from openapi2mcp.overlay import read_overlay
+from openapi2mcp.overlay.model import parse_overlay
 from openapi2mcp.result import error_of
 from openapi2mcp.runtime import Runtime
-from openapi2mcp.signing import Signer, SigningKeyError, TokenError
+from openapi2mcp.runtime.signing import Signer, SigningKeyError, TokenError
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "examples" / "petstore" / "openapi.yaml"

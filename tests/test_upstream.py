@@ -17,9 +17,9 @@ import pytest
 from openapi2mcp.errors import ToolFailure
 from openapi2mcp.manifest import AuthSpec, BodySpec, FailureMode, Manifest, ParamSpec, TimeoutSpec
 from openapi2mcp.result import error_of
-from openapi2mcp.runtime import ConfigError, Runtime
-from openapi2mcp.upstream import (
-    Redactor,
+from openapi2mcp.runtime import Runtime
+from openapi2mcp.upstream import ConfigError, Redactor
+from openapi2mcp.upstream.upstream import (
     cookie_pairs,
     encode_body,
     header_value,

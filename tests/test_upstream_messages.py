@@ -20,10 +20,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from openapi2mcp.errorbody import read_complaint
 from openapi2mcp.manifest import AuthSpec, Manifest
 from openapi2mcp.result import error_of
 from openapi2mcp.runtime import Runtime
+from openapi2mcp.upstream.errorbody import read_complaint
 from tests.helpers import compile_text
 from tests.local import serve_in_thread
 

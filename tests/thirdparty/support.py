@@ -358,10 +358,10 @@ def connect(
 def generated_target(args: list[str], env: Mapping[str, str]) -> Iterator[Target]:
     """`serve ARGS` (a spec and its overlays) compiled as the CLI does, in memory, with the server
     behind a proxy that checks every request against the spec the tools were compiled from."""
-    from openapi2mcp.compile import compile_manifest
-    from openapi2mcp.load import load_spec
+    from openapi2mcp.compiler import compile_manifest
+    from openapi2mcp.loader import load_spec
     from openapi2mcp.overlay import apply_oai_overlays, read_overlay
-    from openapi2mcp.upstream import base_url
+    from openapi2mcp.upstream.upstream import base_url
     from tests.properties import served_in_memory  # hypothesis: loaded by the tests that use it
 
     spec = args[0]

@@ -1,0 +1,645 @@
+"""The `openapi2mcp` command.
+
+    openapi2mcp inspect SPEC [--overlay FILE ...] [--all-operations] [--json]
+    openapi2mcp compile SPEC [--overlay FILE ...] [--all-operations] -o manifest.json
+    openapi2mcp serve   SPEC [--overlay FILE ...] [--transport stdio|http] [--host H] [--port P]
+    openapi2mcp serve   --manifest manifest.json [...]
+    openapi2mcp demo
+    openapi2mcp schema  overlay|manifest
+
+Exit codes: 0 ok, 2 bad input (spec, overlay, configuration), 1 a bug in openapi2mcp.
+Imports are lazy: `serve --manifest` never loads the compiler, prance or openapi-core.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
+
+import typer
+
+from openapi2mcp.runtime import HttpLimits  # stdlib only: its defaults are the flags' defaults
+
+if TYPE_CHECKING:
+    from openapi2mcp.compiler import Compiled
+    from openapi2mcp.manifest import Manifest
+
+app = typer.Typer(
+    name="openapi2mcp",
+    help="Turn an OpenAPI description plus a curated overlay into a few safe, task-level MCP tools.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+T = TypeVar("T")
+
+SpecArg = Annotated[str, typer.Argument(help="OpenAPI 3.0/3.1 or Swagger 2.0 document: a file path or an http(s) URL.")]
+OverlayOpt = Annotated[
+    list[Path] | None,
+    typer.Option("--overlay", "-O", help="A tool overlay (openapi2mcp: 1) or an OAI Overlay; repeatable, in order."),
+]
+AllOpsOpt = Annotated[
+    bool, typer.Option("--all-operations", help="Expose every operation as its own tool (no overlay needed).")
+]
+StrictOpt = Annotated[bool, typer.Option("--strict", help="Validate the spec fully; spec warnings become errors.")]
+RemoteOpt = Annotated[
+    list[str] | None,
+    typer.Option("--allow-remote-refs", help="Allow $refs (and redirects) to this origin (https://host:port), "
+                 "host:port or host (every port); repeatable, '*' for any. Default: the spec's own origin only."),
+]
+FetchTimeoutOpt = Annotated[
+    float,
+    typer.Option("--fetch-timeout", envvar="OPENAPI2MCP_FETCH_TIMEOUT", show_envvar=False, min=1,
+                 help="Seconds a spec given by URL may take to fetch, its remote $refs included."),
+]
+FETCH_TIMEOUT = 120.0  # = load.FETCH_DEADLINE (not imported here: the CLI starts without the loader)
+RefRootOpt = Annotated[
+    Path | None,
+    typer.Option("--ref-root", help="Folder that file $refs may reach (default: the spec's own folder)."),
+]
+
+
+class Transport(StrEnum):
+    stdio = "stdio"
+    http = "http"
+
+
+# ============================================================================ error handling
+
+
+def _fail(message: str, code: int = 2) -> NoReturn:
+    typer.echo(f"openapi2mcp: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _guarded(fn: Callable[[], T]) -> T:
+    """Run a command body: user errors exit 2 with their message, bugs exit 1 without a traceback."""
+    from openapi2mcp.errors import InputError
+
+    try:
+        return fn()
+    except InputError as e:
+        _fail("error: " + e.render())
+    except typer.Exit:
+        raise
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    except BrokenPipeError:  # `openapi2mcp inspect ... | head`: the reader left; not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise typer.Exit(0) from None
+    except ExceptionGroup as group:  # a task group (the stdio server's): the client may have closed its end
+        from openapi2mcp.runtime import client_gone
+
+        if client_gone(group) is None:
+            return _bug(group)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise typer.Exit(0) from None
+    except Exception as e:
+        return _bug(e)
+
+
+def _bug(e: Exception) -> NoReturn:
+    from openapi2mcp.runtime import describe  # a task group's error is named by what is inside it
+    from openapi2mcp.upstream import ConfigError
+
+    if isinstance(e, ConfigError):
+        _fail(f"error: {e}")
+    if os.environ.get("OPENAPI2MCP_DEBUG"):
+        raise e
+    _fail(
+        f"internal error ({describe(e)}). This is a bug in openapi2mcp; rerun with "
+        "OPENAPI2MCP_DEBUG=1 for the traceback and report it.",
+        code=1,
+    )
+
+
+def _compile(
+    spec: str,
+    overlays: list[Path] | None,
+    all_operations: bool,
+    strict: bool,
+    remote: list[str] | None,
+    quiet: bool = False,
+    ref_root: Path | None = None,
+    fetch_timeout: float = FETCH_TIMEOUT,
+) -> Compiled:
+    from openapi2mcp.compiler import compile_manifest
+    from openapi2mcp.errors import InputError
+    from openapi2mcp.loader import load_spec
+    from openapi2mcp.overlay import apply_oai_overlays, read_overlay
+
+    docs = [read_overlay(p) for p in overlays or []]
+    allow: bool | list[str] = True if remote and "*" in remote else list(remote or [])
+    oai = [d for d in docs if d.oai is not None]
+
+    def patch(document: dict[str, Any]) -> dict[str, Any]:  # targets the spec as written (Swagger 2.0 too)
+        return apply_oai_overlays(document, oai)
+
+    loaded = load_spec(spec, allow_remote_refs=allow or False, strict=strict, ref_root=ref_root,
+                       patch=patch if oai else None, fetch_deadline=fetch_timeout)
+    compiled = compile_manifest(loaded, docs, all_operations=all_operations)
+    if strict and compiled.warnings:
+        raise InputError(compiled.warnings, title="spec problems (--strict):")
+    if compiled.warnings and not quiet:
+        _print_warnings(compiled)
+    return compiled
+
+
+def _print_warnings(compiled: Compiled, limit: int = 10) -> None:
+    warnings = compiled.warnings
+    typer.echo(f"openapi2mcp: {len(warnings)} spec warning(s):", err=True)
+    for w in warnings[:limit]:
+        typer.echo(f"  warning: {w}", err=True)
+    if len(warnings) > limit:
+        typer.echo(f"  ... and {len(warnings) - limit} more (openapi2mcp inspect --warnings lists all)", err=True)
+
+
+# ============================================================================ inspect / compile
+
+
+@app.command()
+def inspect(
+    spec: SpecArg,
+    overlay: OverlayOpt = None,
+    all_operations: AllOpsOpt = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the tools/list JSON and nothing else.")] = False,
+    warnings: Annotated[bool, typer.Option("--warnings", help="List every spec warning.")] = False,
+    strict: StrictOpt = False,
+    allow_remote_refs: RemoteOpt = None,
+    ref_root: RefRootOpt = None,
+    fetch_timeout: FetchTimeoutOpt = FETCH_TIMEOUT,
+) -> None:
+    """Show the tools exactly as an MCP client will see them, with their size."""
+
+    def run() -> None:
+        compiled = _compile(spec, overlay, all_operations, strict, allow_remote_refs, quiet=True, ref_root=ref_root,
+                            fetch_timeout=fetch_timeout)
+        listed = [t for t in compiled.manifest.tools if t.risk != "forbidden"]
+        definitions = [t.definition() for t in listed]
+        _warn_names(compiled.manifest.server.name, [t.name for t in listed])
+        if as_json:
+            sys.stdout.write(json.dumps(definitions, indent=2, ensure_ascii=False) + "\n")
+            return
+        _print_inspect(compiled, definitions)
+        if compiled.warnings:
+            if warnings:
+                for w in compiled.warnings:
+                    typer.echo(f"warning: {w}")
+            else:
+                typer.echo(f"{len(compiled.warnings)} spec warning(s); --warnings lists them")
+
+    _guarded(run)
+
+
+def _upstream_line(m: Manifest) -> str:
+    if m.upstream.spec_server is None:
+        return m.upstream.base_url
+    return (f"{m.upstream.base_url} (the spec's server is relative, {m.upstream.spec_server!r}: "
+            "give the URL with --base-url or OPENAPI2MCP_BASE_URL)")
+
+
+def _print_inspect(compiled: Compiled, definitions: list[dict[str, Any]]) -> None:
+    m = compiled.manifest
+    rows = []
+    total = 0
+    for tool, d in zip([t for t in m.tools if t.risk != "forbidden"], definitions, strict=True):
+        size = len(json.dumps(d, ensure_ascii=False).encode())
+        total += size
+        ops = ", ".join(f"{s.operation.method} {s.operation.path}" for b in tool.branches for s in b.steps)
+        name = tool.name + (f" (written {tool.written_name})" if tool.written_name else "")
+        rows.append((name, tool.risk, ops, size))
+    hidden = len(m.tools) - len(definitions)
+    typer.echo(f"{m.server.name} {m.server.version}: {len(definitions)} tool(s)"
+               + (f" (+{hidden} forbidden, not listed)" if hidden else "")
+               + f", upstream {_upstream_line(m)}")
+    width = max((len(r[0]) for r in rows), default=4)
+    for name, risk, ops, size in rows:
+        typer.echo(f"  {name:<{width}}  {risk:<8}  {size:>8,} B  ~{_tokens(size):>7,} tok  {ops}")
+    listing = json.dumps({"tools": definitions}, ensure_ascii=False).encode()
+    typer.echo(f"tools/list: {len(listing):,} bytes, ~{_tokens(len(listing)):,} tokens "
+               f"(estimate: bytes/4); manifest {m.content_hash[:19]}")
+    if m.resources:
+        typer.echo(f"{len(m.resources)} resource(s):")
+        for r in m.resources:
+            kind = "template" if r.is_template else "resource"
+            op = f"{r.operation.method} {r.operation.path}"
+            typer.echo(f"  {r.uri}  ({kind} {r.name}, {op}" + (f", needs {' '.join(r.permissions)}" if r.permissions
+                                                                else "") + ")")
+    if m.prompts:
+        typer.echo(f"{len(m.prompts)} prompt(s):")
+        for p in m.prompts:
+            args = ", ".join(a.name + ("*" if a.required else "") for a in p.arguments)
+            typer.echo(f"  {p.name}({args})" + (f"  {p.title}" if p.title else ""))
+
+
+def _warn_names(server: str, tools: list[str], limit: int = 10) -> None:
+    """Names some clients refuse, on stderr (also with --json, whose stdout is the tools array only)."""
+    from openapi2mcp.compiler import name_warnings
+
+    lines = name_warnings(server, tools)
+    for line in lines[:limit]:
+        typer.echo(f"openapi2mcp: warning: {line}", err=True)
+    if len(lines) > limit:
+        typer.echo(f"openapi2mcp: ... and {len(lines) - limit} more tool name warning(s)", err=True)
+
+
+def _tokens(size: int) -> int:
+    return max(1, round(size / 4))
+
+
+@app.command("compile")
+def compile_cmd(
+    spec: SpecArg,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the Manifest JSON.")],
+    overlay: OverlayOpt = None,
+    all_operations: AllOpsOpt = False,
+    strict: StrictOpt = False,
+    allow_remote_refs: RemoteOpt = None,
+    ref_root: RefRootOpt = None,
+    fetch_timeout: FetchTimeoutOpt = FETCH_TIMEOUT,
+) -> None:
+    """Compile SPEC and overlays into a frozen, hashed Manifest (what `serve --manifest` runs)."""
+
+    def run() -> None:
+        compiled = _compile(spec, overlay, all_operations, strict, allow_remote_refs, ref_root=ref_root,
+                            fetch_timeout=fetch_timeout)
+        text = compiled.manifest.to_json()
+        if str(output) == "-":
+            sys.stdout.write(text)
+            return
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text, encoding="utf-8")
+        m = compiled.manifest
+        typer.echo(f"wrote {output}: {len(m.tools)} tool(s), {len(text.encode()):,} bytes, {m.content_hash}",
+                   err=True)
+
+    _guarded(run)
+
+
+# ============================================================================ serve / demo
+
+
+@app.command()
+def serve(
+    spec: Annotated[str | None, typer.Argument(help="OpenAPI document (file or URL); or use --manifest.")] = None,
+    overlay: OverlayOpt = None,
+    manifest: Annotated[
+        Path | None, typer.Option("--manifest", "-m", help="Serve a compiled Manifest (no spec parsing).")
+    ] = None,
+    all_operations: AllOpsOpt = False,
+    transport: Annotated[Transport, typer.Option("--transport", "-t", help="stdio or http.")] = Transport.stdio,
+    host: Annotated[str, typer.Option(help="HTTP: address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="HTTP: port.")] = 8000,
+    path: Annotated[str, typer.Option(help="HTTP: the MCP endpoint path.")] = "/mcp",
+    stateless: Annotated[bool, typer.Option(help="HTTP: no sessions (every request stands alone).")] = False,
+    allowed_host: Annotated[
+        list[str] | None, typer.Option("--allowed-host", help="HTTP: extra Host header value to accept (repeatable).")
+    ] = None,
+    allowed_origin: Annotated[
+        list[str] | None, typer.Option("--allowed-origin", help="HTTP: extra Origin to accept (repeatable).")
+    ] = None,
+    base_url: Annotated[str | None, typer.Option(
+        help="The URL requests are sent to (default: upstream.base_url of the overlay, else the spec's server; "
+        "env: OPENAPI2MCP_BASE_URL).")] = None,
+    strict: StrictOpt = False,
+    allow_remote_refs: RemoteOpt = None,
+    ref_root: RefRootOpt = None,
+    fetch_timeout: FetchTimeoutOpt = FETCH_TIMEOUT,
+    log_level: Annotated[str, typer.Option(help="Log level for stderr.")] = "warning",
+    auth_tokens: Annotated[
+        Path | None, typer.Option("--auth-tokens", envvar="OPENAPI2MCP_AUTH_TOKENS_FILE", show_envvar=False,
+                                  help="HTTP: bearer tokens file (YAML/JSON token -> {subject, scopes}, or one token "
+                                  "per line = every scope); tokens also from $OPENAPI2MCP_AUTH_TOKENS.")
+    ] = None,
+    jwks_url: Annotated[
+        str | None, typer.Option("--jwks-url", envvar="OPENAPI2MCP_JWKS_URL", show_envvar=False,
+                                 help="HTTP: accept JWTs signed by the keys at this JWKS URL (RS256/ES256/EdDSA).")
+    ] = None,
+    issuer: Annotated[
+        str | None, typer.Option(envvar="OPENAPI2MCP_ISSUER", show_envvar=False,
+                                 help="HTTP: the JWTs' required `iss`.")
+    ] = None,
+    audience: Annotated[
+        str | None, typer.Option(envvar="OPENAPI2MCP_AUDIENCE", show_envvar=False,
+                                 help="HTTP: the JWTs' required `aud` (default: --resource-url).")
+    ] = None,
+    auth_server: Annotated[
+        str | None, typer.Option(envvar="OPENAPI2MCP_AUTH_SERVER", show_envvar=False,
+                                 help="HTTP: the authorization server the protected-resource metadata names "
+                                 "(default: --issuer).")
+    ] = None,
+    resource_url: Annotated[
+        str | None, typer.Option(envvar="OPENAPI2MCP_RESOURCE_URL", show_envvar=False,
+                                 help="HTTP: the public URL of the MCP endpoint (default: from each request).")
+    ] = None,
+    no_auth: Annotated[
+        bool, typer.Option("--no-auth", envvar="OPENAPI2MCP_NO_AUTH", show_envvar=False,
+                           help="HTTP: serve a non-loopback address without auth (explicit opt-out).")
+    ] = False,
+    scopes: Annotated[
+        str | None, typer.Option(help='The scopes of the local user (stdio; HTTP without auth), e.g. "notes:read '
+                                 'tasks:write"; "*" is every scope (the default when unset), "" is none. '
+                                 "Env: OPENAPI2MCP_SCOPES (read even when empty).")
+    ] = None,
+    rate_limit: Annotated[
+        str | None, typer.Option(envvar="OPENAPI2MCP_RATE_LIMIT", show_envvar=False,
+                                 help="The server's limit on tool calls, e.g. 10/s or 100/min,burst=20,per_caller "
+                                 "(replaces the overlay's upstream.rate_limit).")
+    ] = None,
+    auto_approve: Annotated[
+        str | None, typer.Option("--auto-approve", envvar="OPENAPI2MCP_AUTO_APPROVE", show_envvar=False,
+                                 help="Trusted automation: skip the user's confirmation for these risks (high, "
+                                 "critical, or high,critical); each such call is marked in the audit log.")
+    ] = None,
+    audit_log: Annotated[
+        str | None, typer.Option("--audit-log", envvar="OPENAPI2MCP_AUDIT_LOG", show_envvar=False,
+                                 help="Write one JSON line per tool call and resource read to this file ('-': "
+                                 "stderr); a call whose line cannot be written fails closed.")
+    ] = None,
+    sse: Annotated[
+        bool, typer.Option("--sse", envvar="OPENAPI2MCP_SSE", show_envvar=False,
+                           help="HTTP: answer with SSE streams instead of JSON, so that 2025-11-25 clients can be "
+                           "asked to confirm (elicitation) mid-call.")
+    ] = False,
+    header_timeout: Annotated[
+        float, typer.Option(envvar="OPENAPI2MCP_HEADER_TIMEOUT", show_envvar=False,
+                            help="HTTP: seconds a request's line and headers may take (then 408 and close).")
+    ] = HttpLimits.header_timeout,
+    body_timeout: Annotated[
+        float, typer.Option(envvar="OPENAPI2MCP_BODY_TIMEOUT", show_envvar=False,
+                            help="HTTP: seconds a request's body may take after its headers (then 408 and close).")
+    ] = HttpLimits.body_timeout,
+    keep_alive_timeout: Annotated[
+        int, typer.Option(envvar="OPENAPI2MCP_KEEP_ALIVE_TIMEOUT", show_envvar=False,
+                          help="HTTP: seconds an idle keep-alive connection stays open.")
+    ] = HttpLimits.keep_alive_timeout,
+    max_connections: Annotated[
+        int, typer.Option(envvar="OPENAPI2MCP_MAX_CONNECTIONS", show_envvar=False,
+                          help="HTTP: open connections; more get 503 (0: no cap).")
+    ] = HttpLimits.max_connections,
+    max_sessions_per_caller: Annotated[
+        int, typer.Option(envvar="OPENAPI2MCP_MAX_SESSIONS_PER_CALLER", show_envvar=False,
+                          help="HTTP: open MCP sessions per token subject (or client address without auth); more "
+                          "get 429 (0: no cap).")
+    ] = HttpLimits.sessions_per_caller,
+) -> None:
+    """Serve the tools over MCP (stdio by default, or Streamable HTTP) and forward calls upstream."""
+
+    def run() -> None:
+        m = _manifest_for_serve(spec, overlay, manifest, all_operations, strict, allow_remote_refs, ref_root,
+                               fetch_timeout)
+        from openapi2mcp.runtime import AuthOptions  # after the Manifest: its peak is not stacked on the SDK's
+        from openapi2mcp.serving import RunOptions
+        from openapi2mcp.serving import serve as serve_manifest
+
+        try:
+            limits = HttpLimits(header_timeout=header_timeout, body_timeout=body_timeout,
+                                keep_alive_timeout=keep_alive_timeout, max_connections=max_connections,
+                                sessions_per_caller=max_sessions_per_caller)
+        except ValueError as e:
+            _fail(str(e))
+
+        auth = AuthOptions(tokens_file=str(auth_tokens) if auth_tokens else None, jwks_url=jwks_url, issuer=issuer,
+                           audience=audience, auth_server=auth_server, resource_url=resource_url, no_auth=no_auth)
+        options = RunOptions(auth=auth, transport=transport.value, host=host, port=port, path=path,
+                             stateless=stateless, allowed_hosts=allowed_host, allowed_origins=allowed_origin,
+                             base_url=base_url, log_level=log_level, scopes=scopes, rate_limit=rate_limit,
+                             auto_approve=auto_approve, audit_log=audit_log, sse=sse, http_limits=limits)
+        serve_manifest(m, options, prog="openapi2mcp")
+
+    _guarded(run)
+
+
+def _manifest_for_serve(
+    spec: str | None,
+    overlay: list[Path] | None,
+    manifest: Path | None,
+    all_operations: bool,
+    strict: bool,
+    remote: list[str] | None,
+    ref_root: Path | None,
+    fetch_timeout: float = FETCH_TIMEOUT,
+) -> Manifest:
+    from openapi2mcp.manifest import Manifest
+
+    if manifest is not None:
+        if spec or overlay:
+            _fail("give either SPEC (with --overlay) or --manifest, not both")
+        try:
+            return Manifest.read(manifest)
+        except FileNotFoundError:
+            _fail(f"manifest not found: {manifest}")
+        except ValueError as e:
+            _fail(f"{manifest}: not a usable manifest: {str(e).splitlines()[0]}")
+    if not spec:
+        _fail("give a SPEC (with --overlay or --all-operations), or --manifest FILE")
+    return _compile(spec, overlay, all_operations, strict, remote, ref_root=ref_root,
+                    fetch_timeout=fetch_timeout).manifest
+
+
+@app.command()
+def demo(
+    serve_it: Annotated[
+        bool, typer.Option("--serve", help="Keep serving over HTTP after the tour (for your own MCP client).")
+    ] = False,
+    port: Annotated[int, typer.Option(help="With --serve: the MCP HTTP port.")] = 8000,
+) -> None:
+    """Start a bundled example REST API on 127.0.0.1, serve it through openapi2mcp, and call it."""
+    from openapi2mcp.cli.demo import run_demo
+
+    _guarded(lambda: run_demo(serve=serve_it, port=port))
+
+
+# ============================================================================ schema
+
+
+@app.command()
+def schema(
+    which: Annotated[str, typer.Argument(help="overlay (the tool overlay format) or manifest.")] = "overlay",
+) -> None:
+    """Print a JSON Schema: the overlay format (for editors) or the Manifest."""
+    if which == "overlay":
+        from openapi2mcp.overlay import overlay_json_schema
+
+        data = overlay_json_schema()
+    elif which == "manifest":
+        from openapi2mcp.manifest import Manifest
+
+        data = Manifest.model_json_schema(by_alias=True)
+    else:
+        _fail(f"unknown schema {which!r}: use overlay or manifest")
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+# ============================================================================ build / config
+
+
+class LockChoice(StrEnum):
+    auto = "auto"
+    uv = "uv"
+    pins = "pins"
+
+
+class ClientChoice(StrEnum):
+    claude = "claude"
+    vscode = "vscode"
+    cursor = "cursor"
+
+
+@app.command()
+def build(
+    spec: Annotated[str | None, typer.Argument(help="OpenAPI document (file or URL); or use --manifest.")] = None,
+    overlay: OverlayOpt = None,
+    manifest: Annotated[
+        Path | None, typer.Option("--manifest", "-m", help="Build from a compiled Manifest (no spec parsing).")
+    ] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="The package directory (default: dist/NAME).")] = None,
+    name: Annotated[
+        str | None, typer.Option(help="Package, command and image name (default: the server name + '-mcp').")
+    ] = None,
+    version: Annotated[
+        str | None, typer.Option("--version", help="Package version (default: the API's version).")
+    ] = None,
+    base_image: Annotated[str, typer.Option(help="The Dockerfile's base image.")] = "python:3.12-slim",
+    openapi2mcp_wheel: Annotated[
+        Path | None,
+        typer.Option(help="The openapi2mcp-tools wheel to ship (default: built from this source checkout)."),
+    ] = None,
+    lock: Annotated[
+        LockChoice,
+        typer.Option(help="requirements.lock: uv (hashes, needs uv and the index), pins (installed versions), "
+                     "auto (uv when installed)."),
+    ] = LockChoice.auto,
+    all_operations: AllOpsOpt = False,
+    strict: StrictOpt = False,
+    allow_remote_refs: RemoteOpt = None,
+    ref_root: RefRootOpt = None,
+    fetch_timeout: FetchTimeoutOpt = FETCH_TIMEOUT,
+) -> None:
+    """Freeze the tools into a server package: pyproject, Manifest, lock, Dockerfile, k8s/ (see docs/build.md)."""
+
+    def run() -> None:
+        import time
+
+        from openapi2mcp.build import build_package, default_name, package_name
+
+        started = time.monotonic()
+        m = _manifest_for_serve(spec, overlay, manifest, all_operations, strict, allow_remote_refs, ref_root,
+                               fetch_timeout)
+        target = out or Path("dist") / (package_name(name) if name else default_name(m))
+        result = build_package(m, target, name=name, version=version, base_image=base_image,
+                               openapi2mcp_wheel_file=openapi2mcp_wheel, lock=lock.value)
+        for w in result.warnings:
+            typer.echo(f"openapi2mcp: warning: {w}", err=True)
+        typer.echo(f"wrote {target}: {result.name} {result.version}, {len(result.files)} files, "
+                   f"lock: {result.lock_method}, {time.monotonic() - started:.1f} s", err=True)
+        typer.echo(f"  pip install --find-links {target}/wheels {target} && {result.name} --help\n"
+                   f"  docker build -t {result.name}:{result.version} {target}", err=True)
+
+    _guarded(run)
+
+
+@app.command()
+def config(
+    client: Annotated[ClientChoice, typer.Argument(help="claude (Claude Desktop), vscode or cursor.")],
+    args: Annotated[
+        list[str] | None, typer.Argument(help="More arguments for --command (after --).", show_default=False)
+    ] = None,
+    name: Annotated[str | None, typer.Option(help="The server's key in the client configuration.")] = None,
+    command: Annotated[
+        str | None, typer.Option(help="stdio: the command that starts the server (split like a shell).")
+    ] = None,
+    url: Annotated[str | None, typer.Option(help="HTTP: the MCP endpoint, e.g. https://mcp.example.com/mcp.")] = None,
+    env: Annotated[
+        list[str] | None, typer.Option("--env", "-e", help="stdio: KEY=VALUE for the server (repeatable).")
+    ] = None,
+    header: Annotated[list[str] | None, typer.Option(help="HTTP: KEY=VALUE header (repeatable).")] = None,
+    token_env: Annotated[
+        str | None, typer.Option(help="HTTP: the bearer token comes from this variable (or a prompt in VS Code).")
+    ] = None,
+    package: Annotated[
+        Path | None, typer.Option(help="A package made by `openapi2mcp build`: its name, command and variables.")
+    ] = None,
+) -> None:
+    """Print the JSON a client needs to start or reach the server (Claude Desktop, VS Code, Cursor)."""
+
+    def run() -> None:
+        import shlex
+
+        from openapi2mcp.build import client_config, package_client_defaults
+
+        key: str | None = None
+        cmd: str | None = None
+        variables: dict[str, str] = {}
+        if package is not None:
+            key, cmd, variables = package_client_defaults(package)
+        words = shlex.split(command) if command else ([cmd] if cmd and not url else [])
+        words = _absolute_paths(words + list(args or []))
+        server = name or key
+        if not server:
+            _fail("give --name (the server's key in the client configuration) or --package")
+        env_map = {**(variables if not url else {}), **_pairs(env, "--env")}
+        data = client_config(client.value, server, command=words, env=env_map, url=url,
+                             headers=_pairs(header, "--header"), token_env=token_env)
+        sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+    _guarded(run)
+
+
+# Options of `openapi2mcp serve` (and of built packages) whose value is a file or folder.
+_PATH_OPTIONS = frozenset({"--overlay", "-O", "--manifest", "-m", "--ref-root", "--auth-tokens", "--audit-log"})
+
+
+def _absolute_paths(words: list[str]) -> list[str]:
+    """The command with its file paths absolute: a client starts the server in a folder of its own choosing.
+
+    Made absolute: the values of the path options (`--overlay F`, `--manifest=F`, ...), a command
+    given by a relative path (`.venv/bin/openapi2mcp`), and any other argument that names an
+    existing file or folder here (the SPEC). URLs, `-` and bare command names stay as they are.
+    """
+    out: list[str] = []
+    path_value = False
+    for i, word in enumerate(words):
+        option, eq, value = word.partition("=")
+        if path_value:
+            word = _absolute(word)
+        elif eq and option in _PATH_OPTIONS:
+            word = f"{option}={_absolute(value)}"
+        elif i == 0:
+            word = _absolute(word) if "/" in word or os.sep in word else word
+        elif not word.startswith("-") and Path(word).exists():
+            word = _absolute(word)
+        path_value = not path_value and word in _PATH_OPTIONS
+        out.append(word)
+    return out
+
+
+def _absolute(path: str) -> str:
+    if not path or path == "-" or "://" in path or path.startswith("$"):
+        return path  # stderr, a URL, a variable the client expands
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def _pairs(items: list[str] | None, flag: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            _fail(f"{flag} {item!r}: expected KEY=VALUE")
+        out[key] = value
+    return out
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,28 @@
+"""TODO docstring."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema.protocols import Validator
+from jsonschema.validators import validator_for
+
+# Cheap, dependency-free format checks only (date-time uses rfc3339-validator when present).
+_FORMATS = ("date", "date-time", "email", "uuid", "ipv4", "ipv6")
+
+
+def compile_schema(schema: Mapping[str, Any], *, formats: bool = False, check: bool = False) -> Validator:
+    """A validator compiled once (Draft 2020-12 unless the schema says otherwise).
+
+    `check=True` validates the schema itself against its metaschema (raising
+    jsonschema.SchemaError). The runtime does not by default: Manifest schemas come from the
+    compiler (tested to produce valid schemas) and the Manifest's hash proves them unchanged, while
+    checking costs ~30 ms per schema (15 s at start-up for Stripe's 833 schemas).
+    """
+    cls = validator_for(schema, default=Draft202012Validator)
+    if check:
+        cls.check_schema(dict(schema))
+    checker = FormatChecker(_FORMATS) if formats else None
+    return cls(schema, format_checker=checker)

@@ -1,0 +1,72 @@
+"""The MCP server over a Manifest: tools/list, tools/call, resources, prompts; stdio and Streamable HTTP."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from openapi2mcp.runtime.options import ENV_PREFIX, LIMIT_FLAGS, HttpLimits
+
+if TYPE_CHECKING:
+    from openapi2mcp.runtime.access import SCOPES_VAR, local_caller
+    from openapi2mcp.runtime.auth import AuthOptions, auth_config, require_public_url
+    from openapi2mcp.runtime.core import (
+        Runtime,
+        configure_logging,
+        http_app,
+        serve_http,
+        serve_stdio,
+        transport_security,
+    )
+    from openapi2mcp.runtime.httpguard import uvicorn_settings
+    from openapi2mcp.runtime.stdio import client_gone, describe, leaves
+
+# The server and its transports load on first use: the CLI reads the option defaults above
+# without importing the MCP SDK.
+_LAZY = {
+    "SCOPES_VAR": "openapi2mcp.runtime.access",
+    "local_caller": "openapi2mcp.runtime.access",
+    "AuthOptions": "openapi2mcp.runtime.auth",
+    "auth_config": "openapi2mcp.runtime.auth",
+    "require_public_url": "openapi2mcp.runtime.auth",
+    "Runtime": "openapi2mcp.runtime.core",
+    "configure_logging": "openapi2mcp.runtime.core",
+    "http_app": "openapi2mcp.runtime.core",
+    "serve_http": "openapi2mcp.runtime.core",
+    "serve_stdio": "openapi2mcp.runtime.core",
+    "transport_security": "openapi2mcp.runtime.core",
+    "uvicorn_settings": "openapi2mcp.runtime.httpguard",
+    "client_gone": "openapi2mcp.runtime.stdio",
+    "describe": "openapi2mcp.runtime.stdio",
+    "leaves": "openapi2mcp.runtime.stdio",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(__import__(module, fromlist=[name]), name)  # the import statement's path: -X importtime sees it
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "ENV_PREFIX",
+    "LIMIT_FLAGS",
+    "SCOPES_VAR",
+    "AuthOptions",
+    "HttpLimits",
+    "Runtime",
+    "auth_config",
+    "client_gone",
+    "configure_logging",
+    "describe",
+    "http_app",
+    "leaves",
+    "local_caller",
+    "require_public_url",
+    "serve_http",
+    "serve_stdio",
+    "transport_security",
+    "uvicorn_settings",
+]
