@@ -25,7 +25,8 @@ import pytest
 from openapi2mcp.errors import InputError
 from openapi2mcp.loader import LoadedSpec, load_spec
 from openapi2mcp.loader import load as load_module
-from openapi2mcp.loader.load import HTTP_METHODS
+from openapi2mcp.loader import reader as reader_module
+from openapi2mcp.loader.checks import HTTP_METHODS
 from tests.conftest import corpus_dir, corpus_file
 
 SPECS = Path(__file__).parent / "specs"
@@ -138,7 +139,7 @@ def test_every_corpus_spec_loads_or_is_refused_cleanly(rel: str) -> None:
 
 @needs_corpus
 def test_github_loads_fast_without_the_resolver(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(load_module, "_Bundler", None)  # the fast path must not need it
+    monkeypatch.setattr(load_module, "Bundler", None)  # the fast path must not need it
     started = time.perf_counter()
     spec = load_spec(str(corpus_file("github/api.github.com.json")))
     elapsed = time.perf_counter() - started
@@ -415,7 +416,7 @@ def test_a_yaml_alias_cycle_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_file_too_large_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(load_module, "MAX_FILE_BYTES", 100)
+    monkeypatch.setattr(reader_module, "MAX_FILE_BYTES", 100)
     assert "too large" in str(refused(SPECS / "swagger2.yaml"))
 
 
@@ -526,7 +527,7 @@ def test_slow_and_large_urls_are_refused(server: Server, monkeypatch: pytest.Mon
     server.routes["/slow.yaml"] = slow
     assert "timed out" in str(refused(server.base + "/slow.yaml", timeout=0.2))
     url = server.file("/big.yaml", "x" * 1000)
-    monkeypatch.setattr(load_module, "MAX_FILE_BYTES", 100)
+    monkeypatch.setattr(reader_module, "MAX_FILE_BYTES", 100)
     assert "too large" in str(refused(url))
 
 
@@ -633,7 +634,7 @@ def test_fetch_timeout_on_the_command_line(server: Server) -> None:
     from openapi2mcp.cli import app as cli
     from tests.e2e_support import no_traceback, run_cli
 
-    assert cli.FETCH_TIMEOUT == load_module.FETCH_DEADLINE
+    assert cli.FETCH_TIMEOUT == reader_module.FETCH_DEADLINE
     server.routes["/drip-cli.yaml"] = _drip
     done = run_cli("inspect", server.base + "/drip-cli.yaml", "--all-operations", "--fetch-timeout", "2")
     no_traceback(done.stderr)
