@@ -11,7 +11,7 @@ import yaml
 from openapi2mcp.compiler import Compiled, compile_manifest
 from openapi2mcp.loader import load_spec
 from openapi2mcp.overlay import read_overlay
-from openapi2mcp.overlay.model import parse_overlay
+from openapi2mcp.overlay.reading import parse_overlay
 from tests.local import EXAMPLES
 
 

@@ -13,7 +13,7 @@ from openapi2mcp.compiler import compile_manifest
 from openapi2mcp.errors import InputError
 from openapi2mcp.loader import load_spec
 from openapi2mcp.manifest import Manifest
-from openapi2mcp.overlay.model import parse_overlay
+from openapi2mcp.overlay.reading import parse_overlay
 from tests.conftest import corpus_file
 from tests.helpers import compile_example, compile_text, tool, write_spec
 

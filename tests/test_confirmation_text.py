@@ -33,7 +33,7 @@ from openapi2mcp.compiler import compile_manifest
 from openapi2mcp.errors import InputError
 from openapi2mcp.loader import load_spec
 from openapi2mcp.manifest import Manifest
-from openapi2mcp.overlay.model import parse_overlay
+from openapi2mcp.overlay.reading import parse_overlay
 from openapi2mcp.result import error_of
 from openapi2mcp.runtime import Runtime
 from tests.e2e_support import child_env, cli

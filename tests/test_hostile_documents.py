@@ -22,9 +22,9 @@ from openapi2mcp.compiler import compile_manifest
 from openapi2mcp.errors import InputError
 from openapi2mcp.loader import MAX_NESTING, load_spec
 from openapi2mcp.manifest import Manifest
-from openapi2mcp.overlay import model as overlay_module
 from openapi2mcp.overlay import read_overlay
-from openapi2mcp.overlay.model import parse_overlay
+from openapi2mcp.overlay import reading as overlay_reading
+from openapi2mcp.overlay.reading import parse_overlay
 from tests.e2e_support import child_env, cli, no_traceback
 from tests.local import ROOT
 
@@ -135,7 +135,7 @@ def test_overlays_nested_past_any_use_are_refused(text: str, expected: str) -> N
 def test_an_overlay_too_large_is_refused_before_parsing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "big.yaml"
     path.write_text("openapi2mcp: 1\n" + "# padding\n" * 2000 + "tools: []\n")
-    monkeypatch.setattr(overlay_module, "MAX_OVERLAY_BYTES", 10_000)
+    monkeypatch.setattr(overlay_reading, "MAX_OVERLAY_BYTES", 10_000)
     with pytest.raises(InputError) as info:
         read_overlay(path)
     assert "larger than" in info.value.render() and "big.yaml" in info.value.render()

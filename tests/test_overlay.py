@@ -12,7 +12,7 @@ import yaml
 
 from openapi2mcp.errors import InputError
 from openapi2mcp.overlay import apply_oai_overlays, overlay_json_schema
-from openapi2mcp.overlay.model import parse_overlay
+from openapi2mcp.overlay.reading import parse_overlay
 from tests.conftest import EXAMPLES
 from tests.e2e_support import run_cli
 

@@ -27,7 +27,7 @@ from openapi2mcp.errors import InputError
 from openapi2mcp.loader import LoadedSpec, load_spec
 from openapi2mcp.manifest import Manifest, RetrySpec, TemplateError, UriTemplate
 from openapi2mcp.overlay import overlay_json_schema
-from openapi2mcp.overlay.model import parse_overlay
+from openapi2mcp.overlay.reading import parse_overlay
 from openapi2mcp.runtime import Runtime
 from openapi2mcp.runtime.resources import _coerce, fill, not_found_code
 from tests.e2e_support import HttpServer, child_env, example_args

@@ -1,14 +1,18 @@
-"""The overlay stage: what a human says about the API, read and checked at the boundary."""
+"""The overlay stage: what a human says about the API, read and checked at the boundary.
+
+`read_overlay` turns one `--overlay` file into an `OverlayFile` (a tool overlay or an OAI
+Overlay, every key located); `apply_oai_overlays` patches a spec with the OAI ones; the compiler
+reads the tool overlay models. See README.md in this folder.
+"""
 
 from __future__ import annotations
 
+from openapi2mcp.overlay.document import KeyPath, OverlayFile
 from openapi2mcp.overlay.model import (
     ActionDef,
     ConfirmationDef,
     DryRunDef,
-    KeyPath,
     OperationUse,
-    OverlayFile,
     PaginationDef,
     ParamDef,
     PromptDef,
@@ -20,10 +24,10 @@ from openapi2mcp.overlay.model import (
     ToolDef,
     ToolOverlay,
     VariantDef,
-    apply_oai_overlays,
     overlay_json_schema,
-    read_overlay,
 )
+from openapi2mcp.overlay.oai import apply_oai_overlays
+from openapi2mcp.overlay.reading import read_overlay
 
 __all__ = [
     "ActionDef",

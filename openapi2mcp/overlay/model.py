@@ -1,29 +1,19 @@
-"""The overlay stage: what a human says about the API, read and checked at the boundary.
+"""What an overlay may say: the pydantic models of the two kinds of documents `--overlay` takes.
 
-Two kinds of documents come in through `--overlay` (repeatable, applied in order):
+* a **tool overlay** (`openapi2mcp: 1`, `ToolOverlay`) names the task-level tools: which
+  operation, what the model sees, units, bounds, risk, response trimming; and the server, the
+  upstream, resources and prompts. The same models give the JSON Schema that editors use
+  (`overlay_json_schema`, `openapi2mcp schema overlay`).
+* a standard **OAI Overlay** (`overlay: 1.0.0` / `1.1.0`, `OaiOverlay`) whose JSONPath actions
+  patch the spec before tools are compiled (oai.py applies them).
 
-* a **tool overlay** (`openapi2mcp: 1`) names the task-level tools: which operation, what the
-  model sees, units, bounds, risk, response trimming. Validated by the pydantic models below; the
-  same models give the JSON Schema that editors use (`openapi2mcp schema overlay`).
-* a standard **OAI Overlay** (`overlay: 1.0.0` / `1.1.0`) whose JSONPath actions patch the spec
-  before tools are compiled. An action that matches nothing is an error, never a silent no-op.
-
-YAML is read with ruamel.yaml because it keeps line numbers: every error names the file, the
-line and the key, and suggests the nearest valid name.
+Reading a file into these models, with file:line errors, is reading.py's work.
 """
 
 from __future__ import annotations
 
-import copy
-import datetime as _dt
-import functools
-import hashlib
 import re
-import types
-import typing
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -31,19 +21,14 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    ValidationError,
     field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
 
-from openapi2mcp.errors import InputError, Location, Problem, did_you_mean
-from openapi2mcp.loader import MAX_NESTING, NUMBER_HINT, check_document, number_problem
-from openapi2mcp.manifest import Risk, template_vars
+from openapi2mcp.manifest import NEVER_FORWARDED, Risk, parse_rate, template_vars
 
 TOOL_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
-Position = tuple[int, int]  # 1-based line, column
-KeyPath = tuple[str | int, ...]
 
 # ============================================================================ the tool overlay, v1
 
@@ -107,8 +92,6 @@ class RateLimitDef(_Strict):
     @field_validator("rate")
     @classmethod
     def _rate(cls, v: str | float) -> str | float:
-        from openapi2mcp.manifest import parse_rate
-
         parse_rate(v)  # ValueError names the accepted forms
         return v
 
@@ -168,8 +151,6 @@ class UpstreamDef(_Strict):
 
     @model_validator(mode="after")
     def _forwardable(self) -> UpstreamDef:
-        from openapi2mcp.manifest import NEVER_FORWARDED
-
         taken = {h.lower() for h in self.headers}
         if self.auth is not None and self.auth.type == "header" and self.auth.name:
             taken.add(self.auth.name.lower())
@@ -733,405 +714,3 @@ class OaiOverlay(BaseModel):
         if self.overlay.startswith("1.0") and any(a.copy_from is not None for a in self.actions):
             raise ValueError("the copy action needs `overlay: 1.1.0`")
         return self
-
-
-# ============================================================================ reading overlay files
-
-
-@dataclass
-class OverlayFile:
-    """One `--overlay` document, parsed and validated, with the positions of its keys."""
-
-    path: str
-    sha256: str
-    positions: dict[KeyPath, Position] = field(repr=False)
-    data: Any = field(default=None, repr=False)  # the plain document, for messages
-    tools: ToolOverlay | None = None
-    oai: OaiOverlay | None = None
-
-    @property
-    def kind(self) -> str:
-        if self.tools is not None:
-            return "openapi2mcp overlay 1"
-        assert self.oai is not None
-        return f"oai overlay {self.oai.overlay}"
-
-    def location(self, path: KeyPath) -> Location:
-        """File, line and dotted key of the deepest known key on `path`."""
-        line = col = None
-        for n in range(len(path), -1, -1):
-            pos = self.positions.get(tuple(path[:n]))
-            if pos:
-                line, col = pos
-                break
-        return Location(file=self.path, line=line, column=col, pointer=format_path(path, self) or None)
-
-    def problem(self, path: KeyPath, message: str, hint: str | None = None) -> Problem:
-        return Problem(message=message, location=self.location(path), hint=hint)
-
-
-def format_path(path: KeyPath, doc: OverlayFile | None = None) -> str:
-    """tools[2].params.limit, with the tool's name when known: tools[2](notes_search).params.limit"""
-    out = ""
-    for i, part in enumerate(path):
-        if isinstance(part, int):
-            out += f"[{part}]"
-            name = _tool_name(doc, path[:i], part) if path[:i] in (("tools",), ("resources",), ("prompts",)) else None
-            out += f"({name})" if name else ""
-        else:
-            out += ("." if out else "") + part
-    return out
-
-
-def _tool_name(doc: OverlayFile | None, section: KeyPath, index: int) -> str | None:
-    tools = doc.data.get(str(section[0])) if doc and isinstance(doc.data, dict) else None
-    if isinstance(tools, list) and index < len(tools) and isinstance(tools[index], dict):
-        name = tools[index].get("name")
-        return name if isinstance(name, str) else None
-    return None
-
-
-MAX_OVERLAY_BYTES = 10 * 1024 * 1024  # hand-written files; ruamel needs ~100x their size in memory
-
-
-def read_overlay(path: str | Path) -> OverlayFile:
-    """Read, parse and validate one overlay file; InputError (with line numbers) on any problem."""
-    p = Path(path)
-    try:
-        with p.open("rb") as handle:
-            raw = handle.read(MAX_OVERLAY_BYTES + 1)
-        if len(raw) > MAX_OVERLAY_BYTES:
-            raise InputError.at(
-                f"the overlay is larger than {MAX_OVERLAY_BYTES // 2**20} MiB", file=str(p),
-                hint="an overlay names tools and patches; move bulk content into the spec",
-            )
-    except FileNotFoundError:
-        raise InputError.at(f"overlay file not found: {p}", hint="check the --overlay path") from None
-    except OSError as e:
-        raise InputError.at(f"cannot read overlay file {p}: {e.strerror}") from None
-    return parse_overlay(raw, str(p))
-
-
-def parse_overlay(raw: bytes | str, name: str = "<overlay>") -> OverlayFile:
-    try:
-        text = raw.decode("utf-8-sig") if isinstance(raw, bytes) else raw
-    except UnicodeDecodeError as e:
-        assert isinstance(raw, bytes)
-        raise InputError.at("the overlay is not UTF-8 text", file=name, line=raw.count(b"\n", 0, e.start) + 1,
-                            hint="save it as UTF-8") from None
-    if len(text) > MAX_OVERLAY_BYTES:
-        raise InputError.at(f"the overlay is larger than {MAX_OVERLAY_BYTES // 2**20} MiB", file=name)
-    data, positions = _load_yaml(text, name)
-    sha = hashlib.sha256(text.encode()).hexdigest()
-    if not isinstance(data, dict):
-        raise InputError.at(
-            "an overlay must be a YAML mapping", file=name, line=1,
-            hint="start the file with `openapi2mcp: 1` (a tool overlay) or `overlay: 1.0.0` (an OAI Overlay)",
-        )
-    doc = OverlayFile(path=name, sha256=sha, positions=positions, data=data)
-    if "openapi2mcp" in data:
-        doc.tools = _validate(ToolOverlay, data, doc)
-    elif "overlay" in data:
-        doc.oai = _validate(OaiOverlay, data, doc)
-    else:
-        close = did_you_mean(next(iter(data), ""), ["openapi2mcp", "overlay"]) if data else None
-        raise InputError.at(
-            "not an overlay: the top level has neither `openapi2mcp: 1` nor `overlay: 1.x.x`"
-            + (f" ({close})" if close else ""),
-            file=name, line=1,
-            hint="a tool overlay starts with `openapi2mcp: 1`; an OAI Overlay with `overlay: 1.0.0`",
-        )
-    return doc
-
-
-def _load_yaml(text: str, name: str) -> tuple[Any, dict[KeyPath, Position]]:
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import MarkedYAMLError, YAMLError
-
-    yaml = YAML(typ="rt")
-    yaml.allow_duplicate_keys = False
-    yaml.Constructor = _constructor()
-    try:
-        node = yaml.load(text)
-    except MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        problem = (e.problem or e.context or "invalid YAML").strip()
-        number = problem.startswith("invalid number")
-        raise InputError.at(
-            problem if number else f"invalid YAML: {problem}", file=name,
-            line=mark.line + 1 if mark else None, column=mark.column + 1 if mark else None,
-            hint=NUMBER_HINT if number else None,
-        ) from None
-    except YAMLError as e:
-        raise InputError.at(f"invalid YAML: {e}", file=name) from None
-    except RecursionError:  # ruamel's composer recurses per level
-        raise InputError.at(
-            f"the data is nested too deeply (the limit is {MAX_NESTING} levels)", file=name,
-            hint="flatten the structure",
-        ) from None
-    check_document(node, size=len(text), file=name)  # alias bombs and cycles, nesting
-    positions: dict[KeyPath, Position] = {}
-    return _plain(node, (), positions), positions
-
-
-@functools.cache
-def _constructor() -> type[Any]:
-    """ruamel's round-trip constructor, refusing numbers that are not JSON (untrusted.py)."""
-    from ruamel.yaml.constructor import ConstructorError, RoundTripConstructor
-
-    def checked(base: Any) -> Any:
-        def construct(self: Any, node: Any) -> Any:
-            problem = number_problem(str(node.value).replace("_", ""))
-            if problem:
-                raise ConstructorError(None, None, f"invalid number: {problem}", node.start_mark)
-            return base(self, node)
-
-        return construct
-
-    class Constructor(RoundTripConstructor):
-        pass
-
-    for tag in ("int", "float"):
-        key = f"tag:yaml.org,2002:{tag}"
-        Constructor.add_constructor(key, checked(RoundTripConstructor.yaml_constructors[key]))
-    return Constructor
-
-
-def _plain(node: Any, path: KeyPath, positions: dict[KeyPath, Position]) -> Any:
-    """ruamel's round-trip nodes -> plain JSON data, recording where each key stands."""
-    from ruamel.yaml.comments import CommentedMap, CommentedSeq
-
-    if isinstance(node, CommentedMap):
-        out: dict[str, Any] = {}
-        for key, value in node.items():
-            skey = str(key)
-            line, col = node.lc.key(key)
-            positions[(*path, skey)] = (line + 1, col + 1)
-            out[skey] = _plain(value, (*path, skey), positions)
-        return out
-    if isinstance(node, CommentedSeq):
-        items = []
-        for i, value in enumerate(node):
-            line, col = node.lc.item(i)
-            positions[(*path, i)] = (line + 1, col + 1)
-            items.append(_plain(value, (*path, i), positions))
-        return items
-    if isinstance(node, bool) or node is None:
-        return node
-    if isinstance(node, int):
-        return int(node)
-    if isinstance(node, float):
-        return float(node)
-    if isinstance(node, _dt.datetime | _dt.date):
-        return node.isoformat()
-    if isinstance(node, str):
-        return str(node)
-    return node
-
-
-# ----------------------------------------------------------------------------- validation errors
-
-
-def _validate(model: type[_M], data: dict[str, Any], doc: OverlayFile) -> _M:
-    try:
-        return model.model_validate(data)
-    except ValidationError as e:
-        # one problem per place: pydantic reports each failed member of a union separately
-        by_loc: dict[KeyPath, list[Any]] = {}
-        for err in e.errors():
-            by_loc.setdefault(_clean_loc(err["loc"]), []).append(err)
-        problems = [_problem(errs, model, doc) for errs in by_loc.values()]
-        raise InputError(problems[:20], title=f"{doc.path}: invalid overlay") from None
-
-
-_M = typing.TypeVar("_M", bound=BaseModel)
-
-
-def _problem(errs: list[Any], model: type[BaseModel], doc: OverlayFile) -> Problem:
-    err = errs[0]
-    loc = _clean_loc(err["loc"])
-    kind = err["type"]
-    where = format_path(loc[:-1], doc) or "the top level"
-    last = loc[-1] if loc else ""
-    if kind == "extra_forbidden":
-        allowed = _allowed_keys(model, loc[:-1])
-        hint = did_you_mean(str(last), allowed)
-        msg = f"unknown key {last!r} in {where}" + (f"; {hint}" if hint else "")
-        if " " in str(last):  # `{description: a, b}`: YAML reads " b" as a second key
-            return doc.problem(loc, msg, hint="a comma inside {...} starts a new key: put the value in quotes")
-        return doc.problem(loc, msg, hint=f"valid keys here: {', '.join(sorted(allowed))}" if allowed else None)
-    if kind == "missing":
-        return doc.problem(loc[:-1], f"missing required key {last!r} in {where}")
-    if kind == "tool_kind_missing":
-        return doc.problem(
-            loc, f"missing required key 'operation' in {format_path(loc, doc)}",
-            hint="a tool needs one of: operation (one call), actions (picked by an `action` argument), "
-            "variants (picked by the arguments given), steps (a chain)",
-        )
-    if kind == "literal_error":
-        expected = err.get("ctx", {}).get("expected", "")
-        names = [a or b for a, b in re.findall(r"'([^']*)'|(\d+)", expected)]
-        got = err.get("input")
-        hint = did_you_mean(str(got), names) if names else None
-        msg = f"{got!r} is not one of {', '.join(names) or expected}"
-        return doc.problem(loc, msg + (f"; {hint}" if hint else ""))
-    if kind == "string_pattern_mismatch" and last == "name":
-        return doc.problem(
-            loc, f"tool name {err.get('input')!r} is invalid",
-            hint="use 1-64 characters of A-Z a-z 0-9 _ . - in the form domain_verb, e.g. notes_search",
-        )
-    if len(errs) > 1:  # a union: say what was given and what would do
-        wanted = sorted({_expected(x) for x in errs})
-        return doc.problem(loc, f"expected {' or '.join(wanted)}, got {_short(err.get('input'))}")
-    msg = err["msg"].removeprefix("Value error, ")
-    got = f" (got {_short(err.get('input'))})" if kind.endswith(("_type", "_parsing")) else ""
-    return doc.problem(loc, msg[0].lower() + msg[1:] + got)
-
-
-def _expected(err: Any) -> str:
-    kind = str(err["type"])
-    for key, word in (("float", "a number"), ("int", "an integer"), ("bool", "true or false"),
-                      ("string", "a string"), ("dict", "a mapping"), ("model", "a mapping"),
-                      ("list", "a list")):
-        if key in kind:
-            return word
-    return str(err["msg"]).removeprefix("Input should be ")
-
-
-def _clean_loc(loc: tuple[Any, ...]) -> KeyPath:
-    """pydantic adds union-member tags ('float', 'TimeoutDef', 'function-after[...]'); drop them."""
-    out: list[str | int] = []
-    for part in loc:
-        if isinstance(part, str) and (
-            part in {"float", "int", "str", "bool", "TimeoutDef", "none"} or "[" in part
-        ):
-            continue
-        out.append(part)
-    return tuple(out)
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _allowed_keys(model: type[BaseModel], path: KeyPath) -> list[str]:
-    """Field names (with aliases) of the model that stands at `path` in the document."""
-    current: Any = model
-    for part in path:
-        current = _child_type(current, part)
-        if current is None:
-            return []
-    current = _unwrap(current)
-    if isinstance(current, type) and issubclass(current, BaseModel):
-        return [info.alias or name for name, info in current.model_fields.items()]
-    return []
-
-
-def _child_type(tp: Any, part: str | int) -> Any:
-    tp = _unwrap(tp)
-    if isinstance(tp, type) and issubclass(tp, BaseModel):
-        for name, info in tp.model_fields.items():
-            if part in (name, info.alias):
-                return info.annotation
-        return None
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if origin is list and isinstance(part, int):
-        return args[0]
-    if origin is dict and isinstance(part, str):
-        return args[1]
-    return None
-
-
-def _unwrap(tp: Any) -> Any:
-    """Optional[X] / X | None / Annotated[X, ...] -> X (the first model member of a union)."""
-    origin = typing.get_origin(tp)
-    if origin is Annotated:
-        return _unwrap(typing.get_args(tp)[0])
-    if origin in (Union, types.UnionType):
-        members = [a for a in typing.get_args(tp) if a is not type(None)]
-        models = [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)]
-        return _unwrap(models[0] if models else members[0])
-    return tp
-
-
-# ============================================================================ applying OAI overlays
-
-
-def apply_oai_overlays(document: dict[str, Any], overlays: list[OverlayFile]) -> dict[str, Any]:
-    """Apply OAI Overlay actions in order to a copy of the spec document.
-
-    update merges (objects recursively, arrays append, scalars replace), remove deletes the
-    targets, copy (1.1) merges the single node it selects into each target. A target that selects
-    nothing is an error: a silent no-op hides a typo or a spec change.
-    """
-    import jsonpath_rfc9535 as jsonpath
-
-    if not overlays:
-        return document
-    doc = copy.deepcopy(document)
-    for ov in overlays:
-        assert ov.oai is not None
-        for i, action in enumerate(ov.oai.actions):
-            where: KeyPath = ("actions", i, "target")
-            try:
-                nodes = list(jsonpath.find(action.target, doc))
-            except Exception as e:  # the library raises its own syntax error types
-                raise InputError(ov.problem(where, f"invalid JSONPath {action.target!r}: {e}")) from None
-            if not nodes:
-                raise InputError(ov.problem(
-                    where, f"action target {action.target!r} matches nothing in the spec",
-                    hint="fix the JSONPath (RFC 9535), or remove the action if the spec changed",
-                ))
-            if action.remove:
-                # delete deepest-last-index first so earlier deletions do not shift later ones
-                for node in sorted(nodes, key=lambda n: n.location, reverse=True):
-                    _remove(doc, node.location)
-                continue
-            if action.copy_from is not None:
-                sources = list(jsonpath.find(action.copy_from, doc))
-                if len(sources) != 1:
-                    raise InputError(ov.problem(
-                        ("actions", i, "copy"),
-                        f"copy source {action.copy_from!r} must select exactly one node, selects {len(sources)}",
-                    ))
-                value = copy.deepcopy(sources[0].value)
-            else:
-                value = action.update
-            for node in nodes:
-                merged = _merge(node.value, copy.deepcopy(value))
-                if not node.location:
-                    if not isinstance(merged, dict):
-                        raise InputError(ov.problem(where, "the document root can only be merged with an object"))
-                    doc = merged
-                else:
-                    _set(doc, node.location, merged)
-        check_document(doc, size=0, file=ov.path, aliases=False)  # an update may nest deep data deep
-    return doc
-
-
-def _merge(target: Any, value: Any) -> Any:
-    if isinstance(target, dict) and isinstance(value, dict):
-        for k, v in value.items():
-            target[k] = _merge(target[k], v) if k in target else v
-        return target
-    if isinstance(target, list):
-        return [*target, *value] if isinstance(value, list) else [*target, value]
-    return value
-
-
-def _parent(doc: Any, location: tuple[Any, ...]) -> Any:
-    node = doc
-    for part in location[:-1]:
-        node = node[part]
-    return node
-
-
-def _set(doc: Any, location: tuple[Any, ...], value: Any) -> None:
-    _parent(doc, location)[location[-1]] = value
-
-
-def _remove(doc: Any, location: tuple[Any, ...]) -> None:
-    if location:
-        del _parent(doc, location)[location[-1]]
