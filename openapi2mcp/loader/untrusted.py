@@ -2,7 +2,7 @@
 
 A spec (and an overlay) may come from anyone, and the later stages walk, copy and serialise
 what it holds. These checks run on the parsed data of each document, whatever reader produced it
-(libyaml and `json` in load.py, ruamel.yaml in overlay.py), so the rule is the same everywhere:
+(libyaml and `json` in loader/parse.py, ruamel.yaml in overlay/reading.py), so the rule is the same everywhere:
 
 * **Nesting**: at most `MAX_NESTING` lists and mappings inside each other. Real specs stay under
   30 (the deepest points of GitHub, OpenAI, DigitalOcean and Stripe are 21 to 23). Deeper data
