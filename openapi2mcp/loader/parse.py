@@ -51,11 +51,17 @@ class _YamlLoader(yaml.CSafeLoader):
         return mapping
 
 
-def _construct_int(loader: _YamlLoader, node: yaml.ScalarNode) -> int:
+def _number_text(loader: _YamlLoader, node: yaml.ScalarNode) -> str:
+    """A number's text, once it passes untrusted.py's number guard."""
     text = loader.construct_scalar(node)
     problem = number_problem(text)
     if problem:
         raise yaml.constructor.ConstructorError(None, None, f"invalid number: {problem}", node.start_mark)
+    return text
+
+
+def _construct_int(loader: _YamlLoader, node: yaml.ScalarNode) -> int:
+    text = _number_text(loader, node)
     try:
         return int(text, 10)  # YAML 1.2: a leading zero is decimal
     except ValueError:
@@ -66,10 +72,7 @@ def _construct_int(loader: _YamlLoader, node: yaml.ScalarNode) -> int:
 
 
 def _construct_float(loader: _YamlLoader, node: yaml.ScalarNode) -> float:
-    text = loader.construct_scalar(node)
-    problem = number_problem(text)
-    if problem:
-        raise yaml.constructor.ConstructorError(None, None, f"invalid number: {problem}", node.start_mark)
+    text = _number_text(loader, node)
     try:
         return float(text)
     except ValueError:
