@@ -58,8 +58,21 @@ def top_level(ctx: LintContext) -> Iterator[Hit]:
 
 
 def schema_keywords(ctx: LintContext) -> Iterator[Hit]:
-    yield from _schema_hits(ctx, {"schema"}, "narrow the argument in `params` (a single type, string enums) or hide "
-                            "it; the keyword comes from the spec's schema")
+    """One hit per argument (the tool's root: per tool) naming what the client rejects in its schema."""
+    fix = "narrow the argument in `params` (one type, string enums) or hide it; the keywords come from the spec"
+    for p in _profiles(ctx):
+        for tool in ctx.listed:
+            found: dict[str | None, list[Refusal]] = {}
+            for r in schema_refusals(p, tool.spec.input_schema, tool.name):
+                if r.kind == "schema":
+                    found.setdefault(r.arg, []).append(r)
+            for arg, refusals in found.items():
+                reasons = list(dict.fromkeys(r.message.split(": ", 1)[1] for r in refusals))
+                what = f"argument {arg!r}" if arg else "the input schema"
+                head = refusals[0].message.split(": ", 1)[0]
+                shown = "; ".join(reasons[:4]) + (f"; and {len(reasons) - 4} more" if len(reasons) > 4 else "")
+                yield Hit(f"{tool.name}: {head}: {what}: {shown}", tool.arg_path(arg) if arg else tool.path,
+                          tool.name, fix=fix, client=p.key)
 
 
 def argument_names(ctx: LintContext) -> Iterator[Hit]:
