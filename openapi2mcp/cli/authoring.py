@@ -155,7 +155,9 @@ def lint(
             _print_rules(RULES)
             return
         if spec is None:
-            raise typer.BadParameter("give the SPEC (and --overlay FILE)", param_hint="SPEC")
+            from openapi2mcp.errors import InputError
+
+            raise InputError.at("give the SPEC the overlay is for", hint="openapi2mcp lint SPEC --overlay FILE")
         chosen = [c.value for c in client or []]
         if "all" in chosen:
             from openapi2mcp.authoring import PROFILES

@@ -28,9 +28,9 @@ def description_problem(text: str | None, names: Iterable[str], min_words: int) 
     said = words(text)
     for name in names:
         if name and said == words(name):
-            return f"its description only repeats {name!r}"
+            return f"has a description that only repeats {name!r}"
     if len(said) < min_words:
-        return f"its description is {len(said)} word{'s' if len(said) != 1 else ''} long"
+        return f"has a description of {len(said)} word{'s' if len(said) != 1 else ''}"
     return None
 
 
