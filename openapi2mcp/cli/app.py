@@ -6,6 +6,8 @@
     openapi2mcp serve   --manifest manifest.json [...]
     openapi2mcp demo
     openapi2mcp schema  overlay|manifest
+    openapi2mcp lint    SPEC --overlay FILE [--client NAME ...] [--format text|json|sarif]
+    openapi2mcp diff    OLD_SPEC NEW_SPEC --overlay FILE [--fail-on breaking]   (or two Manifests)
 
 Exit codes: 0 ok, 2 bad input (spec, overlay, configuration), 1 a bug in openapi2mcp.
 Imports are lazy: `serve --manifest` never loads the compiler, prance or openapi-core.
@@ -635,6 +637,11 @@ def _pairs(items: list[str] | None, flag: str) -> dict[str, str]:
             _fail(f"{flag} {item!r}: expected KEY=VALUE")
         out[key] = value
     return out
+
+
+from openapi2mcp.cli.authoring import register as register_authoring  # noqa: E402  (lint, diff: docs/authoring.md)
+
+register_authoring(app, _guarded)
 
 
 def main() -> None:

@@ -3,10 +3,22 @@
 from __future__ import annotations
 
 from openapi2mcp.compiler.compile import Compiled, compile_manifest
-from openapi2mcp.compiler.names import name_warnings
+from openapi2mcp.compiler.names import (
+    CLAUDE_CODE_LIMIT,
+    CLIENT_NAME_PATTERN,
+    claude_code_name,
+    name_warnings,
+    served_name,
+)
+from openapi2mcp.compiler.pin import pin_warning
 
 __all__ = [
+    "CLAUDE_CODE_LIMIT",
+    "CLIENT_NAME_PATTERN",
     "Compiled",
+    "claude_code_name",
     "compile_manifest",
     "name_warnings",
+    "pin_warning",
+    "served_name",
 ]

@@ -36,6 +36,7 @@ import jsonschema
 from openapi2mcp import __version__
 from openapi2mcp.compiler import bodypath
 from openapi2mcp.compiler.bodypath import PathError
+from openapi2mcp.compiler.pin import pin_warning
 from openapi2mcp.compiler.schemas import (
     SchemaConverter,
     SchemaError,
@@ -199,6 +200,7 @@ def compile_manifest(
     document = spec.document if spec.patched else apply_oai_overlays(spec.document, [o for o in overlays if o.oai])
     converter = SchemaConverter(document, openapi31=spec.openapi_version.startswith("3.1"))
     ctx = Context(spec=spec, document=document, converter=converter, ops={})
+    ctx.warnings.extend(w for w in [pin_warning(spec, doc_overlay)] if w)  # the overlay's `spec` pin (pin.py)
     ctx.ops = index_operations(document, ctx)
     if not ctx.ops:
         raise InputError.at("the spec has no operations under `paths`", file=spec.source, pointer="/paths")

@@ -644,6 +644,16 @@ class PromptDef(_Strict):
     )
 
 
+class SpecPinDef(_Strict):
+    """The spec the overlay was written against; compile warns (`--strict` refuses) when it changes."""
+
+    sha256: str = Field(
+        pattern=r"^[0-9a-f]{64}$",
+        description="SHA-256 of the spec's bytes as read (a single file: `sha256sum spec.json`; several: the "
+        "root, then the others in order), the hash the Manifest's sources record.",
+    )
+
+
 class ToolOverlay(_Strict):
     """An openapi2mcp tool overlay, version 1."""
 
@@ -655,6 +665,7 @@ class ToolOverlay(_Strict):
     )
 
     openapi2mcp: Literal[1] = Field(description="Overlay format version.")
+    spec: SpecPinDef | None = Field(None, description="The spec this overlay was written against: {sha256: ...}.")
     server: ServerDef = Field(default_factory=ServerDef)
     upstream: UpstreamDef = Field(default_factory=UpstreamDef)
     passthrough: bool = Field(False, description="Also expose every operation no tool uses, one tool each.")

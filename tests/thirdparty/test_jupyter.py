@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from tests.e2e_support import HttpServer, McpSession, err, no_traceback, ok
 from tests.properties import PROFILE, Target, check, draw_call
+from tests.thirdparty.lint_clean import assert_lints_clean
 from tests.thirdparty.support import TRANSPORTS, Overlay, Service, User, connect, fetch_spec, server_python
 
 OVERLAY = Overlay("jupyter")
@@ -76,6 +77,11 @@ def serve_args(spec: Path, overlay: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def served(jupyter: Service, spec: Path) -> tuple[list[str], dict[str, str]]:
     return serve_args(spec, OVERLAY.full), {"JUPYTER_URL": jupyter.url, "JUPYTER_TOKEN": TOKEN}
+
+
+def test_the_overlay_passes_lint(served: tuple[list[str], dict[str, str]]) -> None:
+    """openapi2mcp lint (every rule, every client profile but Gemini's) finds nothing left to fix."""
+    assert_lints_clean(served[0])
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from tests.e2e_support import HttpServer, McpSession, err, no_traceback, ok, run_cli
 from tests.properties import PROFILE, Target, check, draw_call
+from tests.thirdparty.lint_clean import assert_lints_clean
 from tests.thirdparty.support import TRANSPORTS, Overlay, Service, User, connect, fetch_spec, server_python
 
 OVERLAY = Overlay("prefect")
@@ -66,6 +67,11 @@ def env_for(prefect: Service) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def served(prefect: Service, spec: Path) -> tuple[list[str], dict[str, str]]:
     return [str(spec), "--overlay", str(OVERLAY.full), "--log-level", "info"], env_for(prefect)
+
+
+def test_the_overlay_passes_lint(served: tuple[list[str], dict[str, str]]) -> None:
+    """openapi2mcp lint (every rule, every client profile but Gemini's) finds nothing left to fix."""
+    assert_lints_clean(served[0])
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,33 @@
+"""The authoring stage: tools that help a person write and review an overlay (docs/authoring.md)."""
+
+from __future__ import annotations
+
+from openapi2mcp.authoring.clients import PROFILES, ClientProfile
+from openapi2mcp.authoring.diff import DiffReport, ToolDiff, diff_manifests, diff_specs, is_manifest, read_manifest
+from openapi2mcp.authoring.lint import RULES, Finding, LintOptions, LintReport, Rule, Severity, run_lint
+from openapi2mcp.authoring.project import LoadOptions, Project, load_project
+from openapi2mcp.authoring.sarif import to_sarif
+from openapi2mcp.authoring.schemadiff import Change
+
+__all__ = [
+    "PROFILES",
+    "RULES",
+    "Change",
+    "ClientProfile",
+    "DiffReport",
+    "Finding",
+    "LintOptions",
+    "LintReport",
+    "LoadOptions",
+    "Project",
+    "Rule",
+    "Severity",
+    "ToolDiff",
+    "diff_manifests",
+    "diff_specs",
+    "is_manifest",
+    "load_project",
+    "read_manifest",
+    "run_lint",
+    "to_sarif",
+]

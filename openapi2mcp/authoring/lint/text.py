@@ -1,0 +1,198 @@
+"""The word-level heuristics of the checks: useful descriptions, bounds stated in prose, paging
+parameters, operations that look dangerous, near-identical descriptions."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable
+from typing import Any
+
+_WORD = re.compile(r"[A-Za-z0-9]+")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
+def words(text: str) -> list[str]:
+    """Lower-case words; camelCase, snake_case, kebab-case and paths split."""
+    return [w.lower() for w in _WORD.findall(_CAMEL.sub(" ", text))]
+
+
+def description_problem(text: str | None, names: Iterable[str], min_words: int) -> str | None:
+    """Why `text` does not tell a model what this is (None: it does).
+
+    Missing, shorter than `min_words`, or nothing but one of `names` again (the operationId, the
+    tool or argument name, "GET /path"): a model learns nothing from "listIssues: list issues".
+    """
+    if text is None or not text.strip():
+        return "has no description"
+    said = words(text)
+    for name in names:
+        if name and said == words(name):
+            return f"has a description that only repeats {name!r}"
+    if len(said) < min_words:
+        return f"has a description of {len(said)} word{'s' if len(said) != 1 else ''}"
+    return None
+
+
+# --------------------------------------------------------------------------- bounds stated in prose
+
+_NUMBER = r"(\d[\d,]*(?:\.\d+)?)"
+_MAX = re.compile(
+    r"\b(?:max(?:imum)?|at most|up to|no more than|not more than|cannot exceed|must not exceed|limit(?:ed)? to|"
+    r"maximum value(?: is)?)\b[\s:=(]*(?:of\s+|is\s+)?" + _NUMBER + r"\s*([a-z]+)?", re.I)
+_MIN = re.compile(r"\b(?:min(?:imum)?|at least|no less than)\b[\s:=(]*(?:of\s+|is\s+)?" + _NUMBER + r"\s*([a-z]+)?",
+                  re.I)
+_RANGE = re.compile(r"\b(?:between|from)\s+" + _NUMBER + r"\s+(?:and|to)\s+" + _NUMBER + r"\s*([a-z]+)?", re.I)
+_PAREN_RANGE = re.compile(r"\(\s*" + _NUMBER + r"\s*(?:to|-|–)\s*" + _NUMBER + r"\s*([a-z]+)?\s*\)", re.I)
+_LENGTH_UNITS = {"character", "characters", "chars", "char", "bytes", "letters"}
+_ITEM_UNITS = {"items", "item", "elements", "entries", "values", "ids", "labels", "names", "tags", "ones"}
+
+
+def _num(text: str) -> int | float:
+    value = float(text.replace(",", ""))
+    return int(value) if value.is_integer() else value
+
+
+def stated_bounds(description: str, types: set[str]) -> dict[str, int | float]:
+    """The JSON Schema bounds a description states in words ("max 100", "1 to 20 characters", "at most 10
+    labels"), as keywords for a value of `types` (maximum for numbers, maxLength for strings, maxItems for
+    arrays); only the ones that fit the type and the unit named."""
+    out: dict[str, int | float] = {}
+
+    def put(kind: str, value: str, unit: str | None) -> None:
+        keyword = _keyword(kind, (unit or "").lower(), types)
+        if keyword and keyword not in out:
+            out[keyword] = _num(value)
+
+    for m in _RANGE.finditer(description):
+        put("min", m.group(1), m.group(3))
+        put("max", m.group(2), m.group(3))
+    for m in _PAREN_RANGE.finditer(description):
+        put("min", m.group(1), m.group(3))
+        put("max", m.group(2), m.group(3))
+    for m in _MAX.finditer(description):
+        put("max", m.group(1), m.group(2))
+    for m in _MIN.finditer(description):
+        put("min", m.group(1), m.group(2))
+    return out
+
+
+def _keyword(kind: str, unit: str, types: set[str]) -> str | None:
+    if unit in _LENGTH_UNITS:
+        return f"{kind}Length" if "string" in types else None
+    if "array" in types and (unit in _ITEM_UNITS or not unit or unit not in _LENGTH_UNITS):
+        return f"{kind}Items"
+    if types & {"integer", "number"} and unit not in _ITEM_UNITS:
+        return "maximum" if kind == "max" else "minimum"
+    return None
+
+
+# The names a page size goes by; an integer argument of these names and no maximum is unbounded.
+PAGE_SIZE_NAMES = frozenset({"limit", "perpage", "pagesize", "maxresults", "maxitems", "top", "first", "size",
+                             "count", "pagelimit", "maxpagesize", "num", "numresults", "rows"})
+# Where a page starts: page numbers, offsets and cursors.
+PAGE_POSITION_NAMES = frozenset({"page", "pagenumber", "pageindex", "pagenum", "offset", "skip", "start",
+                                 "startindex", "cursor", "pagetoken", "nextpagetoken", "continuationtoken",
+                                 "continuation", "after", "startingafter", "endingbefore", "marker", "nexttoken",
+                                 "token", "pagecursor", "from", "searchafter"})
+# Fields of a page body that hold the next page or a count.
+NEXT_FIELDS = frozenset({"next", "nextcursor", "nextpagetoken", "nexttoken", "cursor", "hasmore", "hasnext",
+                         "nextpage", "nextlink", "odatanextlink", "continuation", "continuationtoken", "total",
+                         "totalcount", "count", "links", "paging", "pagination", "meta", "page", "pages"})
+# ... and those that can only mean "there is a next page"
+NEXT_LINKS = frozenset({"next", "nextcursor", "nextpagetoken", "nexttoken", "hasmore", "hasnext", "nextpage",
+                        "nextlink", "odatanextlink", "continuationtoken"})
+LIST_FIELDS = frozenset({"items", "data", "results", "records", "entries", "values", "list", "content",
+                         "elements", "objects", "hits", "rows", "nodes", "edges"})
+
+
+def squash(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def page_param_kind(name: str) -> str | None:
+    """'position' or 'size' for a paging parameter's name (`page`, `_token`, `per_page`, `$top`), else None."""
+    key = squash(name)
+    if key in PAGE_POSITION_NAMES:
+        return "position"
+    if key in PAGE_SIZE_NAMES:
+        return "size"
+    return None
+
+
+def list_shape(schema: dict[str, Any] | None, resolve: Any) -> str | None:
+    """How a response body is a list: "array", or "<field>" of an envelope object; None when it is not one."""
+    if not isinstance(schema, dict):
+        return None
+    schema = resolve(schema)
+    for key in ("allOf", "anyOf", "oneOf"):
+        for sub in schema.get(key) or []:
+            found = list_shape(sub, resolve)
+            if found:
+                return found
+    types = schema.get("type")
+    if types == "array" or (isinstance(types, list) and "array" in types):
+        return "array"
+    props = schema.get("properties")
+    if not isinstance(props, dict):
+        return None
+    arrays = [k for k, v in props.items() if _is_array(resolve(v))]
+    named = [str(k) for k in arrays if squash(k) in LIST_FIELDS]
+    if named:
+        return named[0]
+    if arrays and any(squash(k) in NEXT_FIELDS for k in props):
+        return str(arrays[0])
+    return None
+
+
+def _is_array(schema: Any) -> bool:
+    if not isinstance(schema, dict):
+        return False
+    types = schema.get("type")
+    return types == "array" or (isinstance(types, list) and "array" in types)
+
+
+# --------------------------------------------------------------------------- operations that look dangerous
+
+# Words in an operationId or path that mark an operation an agent should never run unattended:
+# running code or commands, administration, acting as another user.
+DANGER_WORDS = frozenset({"shell", "exec", "execute", "eval", "command", "commands", "cmd", "sudo", "terminal",
+                          "terminals", "impersonate", "impersonation", "impersonations", "admin", "admins",
+                          "administrator", "administrators", "superuser", "runcommand", "runscript"})
+
+
+def danger_words(operation_id: str, path: str) -> list[str]:
+    """The dangerous words of an operation's id and path (path parameters left out), in order, once each."""
+    text = operation_id + " " + re.sub(r"\{[^}]*\}", " ", path)
+    out: list[str] = []
+    for w in words(text):
+        if w in DANGER_WORDS and w not in out:
+            out.append(w)
+    return out
+
+
+# --------------------------------------------------------------------------- near-identical descriptions
+
+
+def similar(a: str, b: str, threshold: float) -> float | None:
+    """How alike two descriptions read, word by word (difflib's ratio), when at least `threshold`; else None."""
+    wa, wb = words(a)[:120], words(b)[:120]
+    if not wa or not wb:
+        return None
+    matcher = difflib.SequenceMatcher(None, wa, wb, autojunk=False)
+    if matcher.real_quick_ratio() < threshold or matcher.quick_ratio() < threshold:
+        return None  # the cheap upper bounds rule most pairs out
+    ratio = matcher.ratio()
+    return ratio if ratio >= threshold else None
+
+
+def _stem(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") else word
+
+
+def names_tell_apart(a: str, b: str, name_a: str, name_b: str) -> bool:
+    """Do two alike descriptions differ exactly where their tools' names do ("Flows sorted by name" beside
+    "Variables sorted by name" for flows_list and variables_list)? Then the model can tell them apart."""
+    distinct = {_stem(w) for w in words(name_a)} ^ {_stem(w) for w in words(name_b)}
+    differing = {_stem(w) for w in words(a)} ^ {_stem(w) for w in words(b)}
+    return bool(distinct & differing)
