@@ -617,17 +617,15 @@ def test_handlers_must_match_the_spec(tmp_path: Path) -> None:
         api.create_app()
 
 
-def test_start_is_fast_and_stop_is_clean() -> None:
-    started = time.perf_counter()
+def test_start_serves_and_stop_is_clean() -> None:
     up = Upstream.start("market")
-    assert time.perf_counter() - started < 1.0
     assert up.running
     with client(up) as c:
         assert c.get("/market/stocks").status_code == 200
-    stopping = time.perf_counter()
     up.stop()
-    assert time.perf_counter() - stopping < 2.0
     assert not up.running
+    with pytest.raises(httpx2.TransportError):
+        httpx2.get(up.base_url + "/market/stocks", timeout=2)
     with pytest.raises(httpx2.ConnectError), httpx2.Client(trust_env=False) as c:
         c.get(up.base_url + "/market/stocks")
 

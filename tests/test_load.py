@@ -139,14 +139,11 @@ def test_every_corpus_spec_loads_or_is_refused_cleanly(rel: str) -> None:
 
 @needs_corpus
 def test_github_loads_fast_without_the_resolver(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(load_module, "Bundler", None)  # the fast path must not need it
-    started = time.perf_counter()
+    monkeypatch.setattr(load_module, "Bundler", None)  # the fast path must not need it (speed: benchmarks/)
     spec = load_spec(str(corpus_file("github/api.github.com.json")))
-    elapsed = time.perf_counter() - started
     assert len(operations(spec)) == 1223
     assert (spec.original_version, spec.openapi_version) == ("3.0.3", "3.0.3")
     assert spec.warnings == []
-    assert elapsed < 5, f"GitHub took {elapsed:.1f} s (about 0.2 s expected)"
 
 
 @needs_corpus
@@ -165,15 +162,25 @@ def test_digitalocean_is_bundled_into_one_document() -> None:
 
 
 @needs_corpus
-def test_digitalocean_loads_in_seconds_and_deterministically() -> None:
+def test_digitalocean_reads_each_file_once_and_deterministically(monkeypatch: pytest.MonkeyPatch) -> None:
+    # stock prance re-reads shared files (20 s here instead of about 1 s); the speed itself is
+    # measured by benchmarks/compile_bench.py, this pins its cause: every file is read once
+    from openapi2mcp.loader.reader import Reader
+
+    reads: list[str] = []
+    read_file = Reader._read_file
+
+    def counted(self: Reader, path: str, display: str, site: object) -> bytes:
+        reads.append(path)
+        return read_file(self, path, display, site)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Reader, "_read_file", counted)
     path = str(corpus_file("digitalocean/specification/DigitalOcean-public.v2.yaml"))
-    started = time.perf_counter()
     again = load_spec(path)
-    elapsed = time.perf_counter() - started
+    assert len(reads) > 2000 and len(reads) == len(set(reads))
     first = loaded("digitalocean/specification/DigitalOcean-public.v2.yaml")
     assert again.sha256 == first.sha256
     assert json.dumps(again.document) == json.dumps(first.document)
-    assert elapsed < 10, f"DigitalOcean took {elapsed:.1f} s (about 1 s expected; stock prance: 20 s)"
 
 
 @needs_corpus
