@@ -43,7 +43,8 @@ from openapi2mcp.result import error_of
 from openapi2mcp.runtime import Runtime, configure_logging
 from openapi2mcp.runtime.core import _sendable
 from openapi2mcp.upstream import ConfigError, Redactor
-from openapi2mcp.upstream.upstream import MAX_JSON_DEPTH, MAX_URL_LENGTH, json_depth_exceeds
+from openapi2mcp.upstream.request import MAX_URL_LENGTH
+from openapi2mcp.upstream.response import MAX_JSON_DEPTH, json_depth_exceeds
 from tests.e2e_support import (
     LEGACY,
     MODERN,

@@ -382,11 +382,11 @@ def test_config_writes_absolute_paths(tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 def test_readme_lists_every_built_in_error_code() -> None:
-    from openapi2mcp.upstream.upstream import _BUILTIN
+    from openapi2mcp.upstream.failures import STATUS_ERRORS
 
     readme = " ".join((EXAMPLES.parent / "README.md").read_text(encoding="utf-8").split())
     overlay_doc = " ".join((EXAMPLES.parent / "docs" / "overlay.md").read_text(encoding="utf-8").split())
-    for status, (code, _, _) in _BUILTIN.items():
+    for status, (code, _, _) in STATUS_ERRORS.items():
         for doc in (readme, overlay_doc):
             assert re.search(rf"\b{status}\b[^.;]*?`{code}`", doc), (status, code)
 

@@ -431,13 +431,13 @@ def test_nested_fields_never_overwrite_what_an_argument_gave() -> None:
     """Where a schema lets a container hold anything, the body builder still refuses to guess."""
     from openapi2mcp.errors import ToolFailure
     from openapi2mcp.manifest import BodyField, BodySpec
-    from openapi2mcp.upstream.upstream import _body_value
+    from openapi2mcp.upstream.request import body_value
 
     spec = BodySpec(media_type="application/json", properties={"flows": "flows"},
                     fields=[BodyField(path=["flows", "name", "like_"], arg="name_like"),
                             BodyField(path=["flows", "operator"], value="and_")])
     given = {"flows": {"name": {"any_": ["a"]}}, "name_like": "b"}
-    assert _body_value(spec, given, lambda e: None) == {
+    assert body_value(spec, given, lambda e: None) == {
         "flows": {"name": {"any_": ["a"], "like_": "b"}, "operator": "and_"}}
     assert given == {"flows": {"name": {"any_": ["a"]}}, "name_like": "b"}  # the arguments are not changed
     for flows, message in (
@@ -447,7 +447,7 @@ def test_nested_fields_never_overwrite_what_an_argument_gave() -> None:
                               "values; give only one of them"),
     ):
         with pytest.raises(ToolFailure) as info:
-            _body_value(spec, {"flows": flows, "name_like": "b"}, lambda e: None)
+            body_value(spec, {"flows": flows, "name_like": "b"}, lambda e: None)
         assert info.value.error.code == "ARGUMENT_INVALID" and info.value.error.message == message
 
 

@@ -12,14 +12,15 @@ import json
 import time
 from typing import Any
 
+import httpx2
 import pytest
 
 from openapi2mcp.errors import ToolFailure
 from openapi2mcp.manifest import AuthSpec, BodySpec, FailureMode, Manifest, ParamSpec, TimeoutSpec
 from openapi2mcp.result import error_of
 from openapi2mcp.runtime import Runtime
-from openapi2mcp.upstream import ConfigError, Redactor
-from openapi2mcp.upstream.upstream import (
+from openapi2mcp.upstream import ConfigError, Redactor, Upstream
+from openapi2mcp.upstream.request import (
     cookie_pairs,
     encode_body,
     header_value,
@@ -765,6 +766,43 @@ async def test_a_stale_pooled_connection_is_retried_once_for_idempotent_requests
     finally:
         await runtime.aclose()
         listener.close()
+
+
+# ----------------------------------------------------------------------------- transport failures (unit)
+
+
+def _broken_connection(kind: type[httpx2.TransportError]) -> Any:
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        raise kind("injected", request=request)
+
+    return handler
+
+
+def _bad_gzip(request: httpx2.Request) -> httpx2.Response:
+    return httpx2.Response(200, headers={"content-encoding": "gzip", "content-type": "application/json"},
+                           stream=httpx2.ByteStream(b"this is not gzip"))  # read (and decoded) by the client
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("handler", "code", "words"), [
+    (_broken_connection(httpx2.ConnectTimeout), "UPSTREAM_UNAVAILABLE", "did not accept a connection in time"),
+    (_broken_connection(httpx2.ConnectError), "UPSTREAM_UNAVAILABLE", "could not reach the upstream (ConnectError)"),
+    (_broken_connection(httpx2.ReadTimeout), "UPSTREAM_TIMEOUT", "did not answer in time"),
+    (_bad_gzip, "UPSTREAM_INVALID_RESPONSE", "could not be decoded (bad compression)"),
+])
+async def test_transport_failures_become_stable_errors(handler: Any, code: str, words: str) -> None:
+    """`Upstream.fetch` over an injected transport: what no real server does on cue (a connect
+    timeout, a body whose compression is broken) becomes its stable error, retryable or not."""
+    operation = op("GET", "/thing")
+    client = Upstream(manifest("http://api.test").upstream, {}, transport=httpx2.MockTransport(handler))
+    try:
+        with pytest.raises(ToolFailure) as failure:
+            await client.fetch(operation, {}, lambda e: None, requests=[])
+    finally:
+        await client.aclose()
+    assert failure.value.error.code == code
+    assert words in failure.value.error.message
+    assert failure.value.error.retryable is (code != "UPSTREAM_INVALID_RESPONSE")
 
 
 @pytest.mark.anyio

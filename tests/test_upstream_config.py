@@ -28,7 +28,7 @@ from openapi2mcp.manifest import UpstreamSpec
 from openapi2mcp.result import error_of
 from openapi2mcp.runtime import Runtime
 from openapi2mcp.upstream import ConfigError, relative_server_notice
-from openapi2mcp.upstream.upstream import base_url, resolve_settings
+from openapi2mcp.upstream.settings import base_url, resolve_settings
 from tests.e2e_support import McpSession, no_traceback, ok, portal, run_cli
 from tests.helpers import compile_text
 from tests.local import serve_in_thread
