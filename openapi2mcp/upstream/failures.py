@@ -149,5 +149,3 @@ def _known_charset(name: str) -> bool:
     except LookupError:
         return False
     return True
-
-

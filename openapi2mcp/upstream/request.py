@@ -602,7 +602,6 @@ def _compose_url(
     return url, shown
 
 
-
 def unsendable(error: UnicodeEncodeError, inputs: Mapping[str, Any]) -> Exception:
     """ARGUMENT_INVALID for an argument holding a lone surrogate (JSON allows "\\ud800", UTF-8 does not)."""
     field = next((k for k, v in inputs.items() if _lone_surrogate(v)), None)
@@ -618,4 +617,3 @@ def _lone_surrogate(value: Any) -> bool:
     except UnicodeEncodeError:
         return True
     return False
-

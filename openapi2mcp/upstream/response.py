@@ -24,7 +24,6 @@ from openapi2mcp.errors import ErrorCode, ToolFailure
 QUOTE_LIMIT: Final = 300
 
 
-
 @dataclass(frozen=True)
 class UpstreamResponse:
     status: int
@@ -221,17 +220,14 @@ def decode(resp: UpstreamResponse) -> Payload:
     return Payload("binary", resp.body, mt, resp.body)
 
 
-
 def is_json_media(media_type: str) -> bool:
     mt = media_type.split(";")[0].strip().lower()
     return mt == "application/json" or mt.endswith("+json")
 
 
-
 def clip_quote(text: str, limit: int = QUOTE_LIMIT) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
 
 
 def retry_after(headers: httpx2.Headers) -> float | None:
@@ -247,4 +243,3 @@ def retry_after(headers: httpx2.Headers) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return max(0.0, round((when - datetime.now(UTC)).total_seconds(), 1))
-

@@ -257,4 +257,3 @@ def redact_logs(redactor: Redactor) -> None:
 
         scrubbed._openapi2mcp = True  # type: ignore[attr-defined]
         logging.setLogRecordFactory(scrubbed)
-

@@ -265,5 +265,3 @@ def _base_url_secrets(url: httpx2.URL, template: str, env: Mapping[str, str]) ->
         if value and SECRET_HEADER.search(unquote(name)):
             found.add(unquote(value))
     return found
-
-
