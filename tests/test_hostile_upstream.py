@@ -41,7 +41,7 @@ from openapi2mcp.manifest import (
 )
 from openapi2mcp.result import error_of
 from openapi2mcp.runtime import Runtime, configure_logging
-from openapi2mcp.runtime.core import _sendable
+from openapi2mcp.runtime.calls import sendable
 from openapi2mcp.upstream import ConfigError, Redactor
 from openapi2mcp.upstream.request import MAX_URL_LENGTH
 from openapi2mcp.upstream.response import MAX_JSON_DEPTH, json_depth_exceeds
@@ -530,8 +530,8 @@ def test_a_result_the_sdk_cannot_serialise_is_not_sent() -> None:
     deep: Any = "leaf"
     for _ in range(300):
         deep = {"a": deep}
-    assert not _sendable(types.CallToolResult(content=[], structured_content={"x": deep}))
-    assert _sendable(types.CallToolResult(content=[], structured_content={"x": [[1]]}))
+    assert not sendable(types.CallToolResult(content=[], structured_content={"x": deep}))
+    assert sendable(types.CallToolResult(content=[], structured_content={"x": [[1]]}))
 
 
 # ============================================================================ through `openapi2mcp serve`

@@ -347,7 +347,7 @@ async def test_internal_errors_never_leak(upstream: str, caplog: pytest.LogCaptu
     def boom(body: Any) -> Any:
         raise RuntimeError("internal detail that must stay on the server")
 
-    runtime._tools["t"].shaper.json = boom  # type: ignore[method-assign]
+    runtime.tools["t"].shaper.json = boom  # type: ignore[method-assign]
     body = err(await runtime.call("t", {}))
     assert body["code"] == "INTERNAL_ERROR"
     assert body["message"] == f"internal error; see the server log, traceId {body['traceId']}"
