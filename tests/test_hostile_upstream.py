@@ -40,7 +40,7 @@ from openapi2mcp.manifest import (
     ToolSpec,
 )
 from openapi2mcp.result import error_of
-from openapi2mcp.runtime import Runtime, configure_logging
+from openapi2mcp.runtime import Runtime, RuntimeOptions, configure_logging
 from openapi2mcp.runtime.calls import sendable
 from openapi2mcp.upstream import ConfigError, Redactor
 from openapi2mcp.upstream.request import MAX_URL_LENGTH
@@ -158,7 +158,7 @@ def hostile_manifest(base: str, *, auth: AuthSpec | None = None, headers: dict[s
 
 async def run(m: Manifest, calls: list[tuple[str, dict[str, Any]]], env: dict[str, str] | None = None,
               ) -> list[types.CallToolResult]:
-    runtime = Runtime(m, environ=SECRETS if env is None else env)
+    runtime = Runtime(m, RuntimeOptions(environ=SECRETS if env is None else env))
     try:
         return [await runtime.call(name, args) for name, args in calls]
     finally:
@@ -345,7 +345,7 @@ async def test_a_binary_without_secrets_is_passed_unchanged_and_unknown_text_typ
 async def test_a_resource_read_of_a_binary_echo_is_withheld(hostile: str) -> None:
     from mcp import MCPError
 
-    runtime = Runtime(hostile_manifest(hostile), environ=SECRETS)
+    runtime = Runtime(hostile_manifest(hostile), RuntimeOptions(environ=SECRETS))
     try:
         with pytest.raises(MCPError) as info:
             await runtime.catalog.read("hostile://blob")
@@ -368,7 +368,7 @@ async def test_a_resource_read_of_a_binary_echo_is_withheld(hostile: str) -> Non
 )
 def test_userinfo_in_the_base_url_is_refused_at_start_up(base: str, env: dict[str, str]) -> None:
     with pytest.raises(ConfigError) as info:
-        Runtime(manifest(base, tool("me", op("GET", "/x"))), environ=env)
+        Runtime(manifest(base, tool("me", op("GET", "/x"))), RuntimeOptions(environ=env))
     message = str(info.value)
     assert "auth: {type: basic" in message
     assert "PASSWORD-1234" not in message
@@ -406,7 +406,8 @@ async def test_credentials_from_the_environment_are_sent_as_http_can_carry_them(
     for auth, headers in [(AuthSpec(type="bearer", value="${T}"), {}), (AuthSpec(), {"X-Api-Key": "${T}"}),
                           (AuthSpec(type="cookie", name="sid", value="${T}"), {})]:
         with pytest.raises(ConfigError) as info:
-            Runtime(manifest(hostile, reflect_tool(), auth=auth, headers=headers), environ={"T": "abc\ndef;ghi"})
+            Runtime(manifest(hostile, reflect_tool(), auth=auth, headers=headers),
+                    RuntimeOptions(environ={"T": "abc\ndef;ghi"}))
         assert "cannot carry" in str(info.value) and "abc" not in str(info.value)
 
 

@@ -29,7 +29,7 @@ from openapi2mcp.loader import load_spec
 from openapi2mcp.manifest import Manifest
 from openapi2mcp.overlay.model import parse_overlay
 from openapi2mcp.result import error_of
-from openapi2mcp.runtime import Runtime
+from openapi2mcp.runtime import Runtime, RuntimeOptions
 from tests.e2e_support import MODERN, McpSession, ok, portal, run_cli
 from tests.helpers import compile_text, tool
 from tests.local import EXAMPLES
@@ -259,7 +259,7 @@ async def test_errors_confirmations_limits_and_audit_name_the_served_tool(mail_u
     audit = tmp_path / "audit.jsonl"
     env = {"MAILFILES_API_URL": mail_up.base_url, "MAILFILES_API_TOKEN": CANARY,
            "OPENAPI2MCP_SIGNING_KEY": "names-test-key-0123456789abcdef-xyz"}
-    rt = Runtime(m, environ=env, audit_log=str(audit))
+    rt = Runtime(m, RuntimeOptions(environ=env, audit_log=str(audit)))
     async with Client(rt.build_server()) as client:  # no elicitation: confirmation cannot be asked
         listed = [t.name for t in (await client.list_tools()).tools]
         delete = await client.call_tool("files_delete", {"fileId": "f_abc123"})

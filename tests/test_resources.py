@@ -28,7 +28,7 @@ from openapi2mcp.loader import LoadedSpec, load_spec
 from openapi2mcp.manifest import Manifest, RetrySpec, TemplateError, UriTemplate
 from openapi2mcp.overlay import overlay_json_schema
 from openapi2mcp.overlay.model import parse_overlay
-from openapi2mcp.runtime import Runtime
+from openapi2mcp.runtime import Runtime, RuntimeOptions
 from openapi2mcp.runtime.resources import _coerce, fill, not_found_code
 from tests.e2e_support import HttpServer, child_env, example_args
 from tests.helpers import compile_example
@@ -266,7 +266,8 @@ PAGED = """
 async def test_pagination_in_overlay_order(
     notes_spec: LoadedSpec, notes: Upstream, mode: str, protocol: str
 ) -> None:
-    runtime = Runtime(compile_text(notes_spec, PAGED.replace("BASE", notes.base_url)).manifest, page_size=2)
+    runtime = Runtime(compile_text(notes_spec, PAGED.replace("BASE", notes.base_url)).manifest,
+                      RuntimeOptions(page_size=2))
     async with Client(runtime.build_server(), mode=mode) as client:
 
         async def walk(fetch: Any, field: str, key: str) -> list[str]:

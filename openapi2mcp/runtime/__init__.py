@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from openapi2mcp.runtime.options import ENV_PREFIX, LIMIT_FLAGS, HttpLimits
+from openapi2mcp.runtime.options import ENV_PREFIX, LIMIT_FLAGS, HttpLimits, HttpOptions, RuntimeOptions
 
 if TYPE_CHECKING:
     from openapi2mcp.runtime.access import SCOPES_VAR, local_caller
@@ -52,7 +52,9 @@ __all__ = [
     "SCOPES_VAR",
     "AuthOptions",
     "HttpLimits",
+    "HttpOptions",
     "Runtime",
+    "RuntimeOptions",
     "auth_config",
     "client_gone",
     "configure_logging",

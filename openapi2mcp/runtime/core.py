@@ -9,7 +9,7 @@ serve it. README.md in this folder has the flow and where each behaviour lives.
 Policies worth knowing:
 
 * Schemas are compiled into validators once, at start-up, but not themselves checked against the
-  JSON Schema metaschema unless `check_schemas=True`: Manifests come from the compiler, and the
+  JSON Schema metaschema unless `RuntimeOptions(check_schemas=True)`: Manifests come from the compiler, and the
   check costs ~30 ms a schema (15 s for Stripe's 833). Hand-built Manifests should turn it on.
 * A missing `${VAR}` in the base URL, or a missing secret (auth, credential headers), is a
   `ConfigError` before serving: a server that lists tools it cannot run hides the real problem.
@@ -25,18 +25,19 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from typing import Any
 
 import mcp_types as types
 from mcp.server.lowlevel import Server
 
-from openapi2mcp.manifest import Manifest, RateLimitSpec
+from openapi2mcp.manifest import Manifest
 from openapi2mcp.runtime import server
 from openapi2mcp.runtime.access import Caller, caller_from_context, local_caller
 from openapi2mcp.runtime.admission import Admission
 from openapi2mcp.runtime.audit import AUDIT_LOG_VAR, AuditError, AuditLog, Auditor
 from openapi2mcp.runtime.calls import Calls
 from openapi2mcp.runtime.limits import RateLimiter
+from openapi2mcp.runtime.options import RuntimeOptions
 from openapi2mcp.runtime.policy import AUTO_APPROVE_VAR, Asker, Policy, parse_auto_approve
 from openapi2mcp.runtime.resources import Catalog
 from openapi2mcp.runtime.signing import SIGNING_KEY_VAR, Signer, SigningKeyError
@@ -47,56 +48,45 @@ from openapi2mcp.upstream import ConfigError, Upstream
 
 log = logging.getLogger("openapi2mcp.runtime")
 
-DEFAULT_MAX_BINARY_BYTES: Final = 4_000_000
-
 
 class Runtime:
     """One per Manifest: owns the upstream client, the compiled tools and the safety and access state."""
 
-    def __init__(
-        self,
-        manifest: Manifest,
-        *,
-        environ: Mapping[str, str] | None = None,
-        page_size: int = 100,
-        require_secrets: bool = True,
-        max_binary_bytes: int = DEFAULT_MAX_BINARY_BYTES,
-        signer: Signer | None = None,
-        check_schemas: bool = False,
-        local: Caller | None = None,
-        rate_limit: RateLimitSpec | None = None,
-        auto_approve: str | Iterable[str] | None = None,
-        audit_log: AuditLog | str | None = None,
-    ) -> None:
-        if page_size < 1:
+    def __init__(self, manifest: Manifest, options: RuntimeOptions | None = None) -> None:
+        """Resolve the upstream settings and compile the tools: a ConfigError names what cannot be served."""
+        options = options or RuntimeOptions()
+        if options.page_size < 1:
             raise ConfigError("page_size must be at least 1")
         self.manifest = manifest
-        env = os.environ if environ is None else environ
-        self.upstream = Upstream(manifest.upstream, env, require_secrets=require_secrets)
+        self.options = options
+        env = os.environ if options.environ is None else options.environ
+        self.upstream = Upstream(manifest.upstream, env, require_secrets=options.require_secrets,
+                                 transport=options.upstream_transport)
         try:
-            self.signer = signer or Signer.from_environ(env)
+            self.signer = options.signer or Signer.from_environ(env)
         except SigningKeyError as e:
             raise ConfigError(str(e)) from None
-        self.tools: dict[str, Tool] = compile_tools(manifest, self.signer, check=check_schemas)
+        self.tools: dict[str, Tool] = compile_tools(manifest, self.signer, check=options.check_schemas)
         if self.signer.generated and any(t.pagers for t in self.tools.values()):
             log.warning(
                 "cursors are signed with a key generated at start-up: they stop working after a restart and are "
                 "refused by other replicas; set %s to share one key", SIGNING_KEY_VAR,
             )
         # access (access.py, limits.py): the caller without a token, the per-scope-set lists, the buckets
-        self.local = local or local_caller("memory")
-        self.views = Views(self.tools, manifest.content_hash, page_size)
-        self.limiter = RateLimiter(rate_limit or manifest.upstream.rate_limit,
+        self.local = options.local or local_caller("memory")
+        self.views = Views(self.tools, manifest.content_hash, options.page_size)
+        self.limiter = RateLimiter(options.rate_limit or manifest.upstream.rate_limit,
                                    {t.name: t.rate_limit for t in manifest.tools if t.rate_limit})
-        self.catalog = Catalog(manifest, self.upstream, page_size=page_size, max_binary_bytes=max_binary_bytes)
+        self.catalog = Catalog(manifest, self.upstream, page_size=options.page_size,
+                               max_binary_bytes=options.max_binary_bytes)
         self.catalog.limiter = self.limiter  # resource reads count against their tools' limits
         # safety (policy.py, audit.py): confirmation, dry run, idempotency, the audit log
-        self.policy = _policy(env, auto_approve, self.signer, self.upstream)
-        self.auditor = _auditor(env, audit_log)
+        self.policy = _policy(env, options.auto_approve, self.signer, self.upstream)
+        self.auditor = _auditor(env, options.audit_log)
         self.catalog.auditor = self.auditor
         self.catalog.caller_of = lambda ctx: caller_from_context(ctx, self.local)
         self._warn_of_safety()
-        steps = Steps(self.upstream, self.auditor, self.catalog, max_binary_bytes=max_binary_bytes)
+        steps = Steps(self.upstream, self.auditor, self.catalog, max_binary_bytes=options.max_binary_bytes)
         self.calls = Calls(self.views, Admission(self.limiter, self.policy), steps, self.auditor,
                            self.upstream.redactor, deadline=manifest.upstream.timeout.total)
 

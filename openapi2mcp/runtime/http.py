@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
-from typing import Any, Final
+from collections.abc import AsyncIterator, Sequence
+from typing import Final
 
 import uvicorn
 from mcp.server.transport_security import TransportSecuritySettings
@@ -21,26 +21,25 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
-from openapi2mcp.manifest import Manifest
 from openapi2mcp.runtime import auth as access_auth
 from openapi2mcp.runtime import httpguard
 from openapi2mcp.runtime.core import Runtime
 from openapi2mcp.runtime.logs import configure_logging
-from openapi2mcp.runtime.options import HttpLimits
+from openapi2mcp.runtime.options import HttpOptions
 from openapi2mcp.upstream import ConfigError
 
 LOOPBACK: Final = ("127.0.0.1", "localhost", "::1")
 
 
 def transport_security(
-    host: str, allowed_hosts: list[str] | None, allowed_origins: list[str] | None
+    host: str, allowed_hosts: Sequence[str] | None, allowed_origins: Sequence[str] | None
 ) -> TransportSecuritySettings:
     """DNS-rebinding protection: loopback is allowed by default; other binds must name their hosts.
 
     `allowed_hosts=["*"]` turns the Host/Origin check off explicitly (e.g. behind a proxy that
     checks Host itself).
     """
-    if allowed_hosts == ["*"]:
+    if allowed_hosts is not None and list(allowed_hosts) == ["*"]:
         return TransportSecuritySettings(enable_dns_rebinding_protection=False)
     hosts: list[str] = []
     for h in allowed_hosts or []:
@@ -59,45 +58,28 @@ def transport_security(
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
 
 
-def http_app(
-    manifest: Manifest,
-    *,
-    host: str = "127.0.0.1",
-    path: str = "/mcp",
-    stateless: bool = False,
-    json_response: bool = True,
-    allowed_hosts: list[str] | None = None,
-    allowed_origins: list[str] | None = None,
-    runtime: Runtime | None = None,
-    port: int | None = None,
-    log_level: str | int | None = None,
-    auth: access_auth.AuthConfig | None = None,
-    no_auth: bool = False,
-    limits: HttpLimits | None = None,
-    **opts: Any,
-) -> Starlette:
-    """A Starlette app: the MCP endpoint at `path` plus `GET /healthz`; closes the client on shutdown.
+def http_app(runtime: Runtime, options: HttpOptions | None = None, *, log_level: str | int | None = None) -> Starlette:
+    """A Starlette app: the MCP endpoint at `options.path` plus `GET /healthz`; closes `runtime` on shutdown.
 
-    Takes the options of `serve_http` (`port` is unused here); the rest go to `Runtime`. `auth`
-    (auth.auth_config) protects everything but /healthz and the protected-resource metadata; a
-    non-loopback `host` without it needs `no_auth=True`. `limits` (httpguard.py): the sessions per caller.
+    `options.auth` (auth.auth_config) protects everything but /healthz and the protected-resource
+    metadata; a non-loopback host without it needs `no_auth`. `options.limits` (httpguard.py): the
+    sessions per caller. A configuration that cannot be served is a ConfigError, before any app exists.
     """
+    o = options or HttpOptions()
     if log_level is not None:
         configure_logging(log_level)
-    security = transport_security(host, allowed_hosts, allowed_origins)
-    config = auth or access_auth.AuthConfig()
-    if not config.enabled and host not in LOOPBACK and host != "" and not no_auth:
-        raise ConfigError(access_auth.needs_auth_message(host))
+    security = transport_security(o.host, o.allowed_hosts, o.allowed_origins)
+    config = o.auth or access_auth.AuthConfig()
+    if not config.enabled and o.host not in LOOPBACK and o.host != "" and not o.no_auth:
+        raise ConfigError(access_auth.needs_auth_message(o.host))
     access_auth.require_public_url(config, host_checked=security.enable_dns_rebinding_protection)
-    limits = limits or HttpLimits()
-    runtime = runtime or Runtime(manifest, **opts)
-    server = runtime.build_server(stateless=stateless)
+    server = runtime.build_server(stateless=o.stateless)
     mcp_app = server.streamable_http_app(
-        streamable_http_path=path,
-        json_response=json_response,
-        stateless_http=stateless,
+        streamable_http_path=o.path,
+        json_response=o.json_response,
+        stateless_http=o.stateless,
         transport_security=security,
-        host=host,
+        host=o.host,
     )
 
     async def healthz(request: Request) -> JSONResponse:
@@ -111,15 +93,16 @@ def http_app(
         finally:
             await runtime.aclose()
 
+    manifest = runtime.manifest
     routes: list[Route | Mount] = [Route("/healthz", healthz, methods=["GET"])]
     # outermost: the Host check, before anything builds a URL from the Host (httpguard.py)
     middleware = [Middleware(httpguard.HostGuard, settings=security, open_paths=frozenset({"/healthz"}))]
     if config.enabled:
-        routes += access_auth.metadata_routes(config, path, scopes_supported=runtime.scopes_supported(),
+        routes += access_auth.metadata_routes(config, o.path, scopes_supported=runtime.scopes_supported(),
                                               resource_name=manifest.server.title or manifest.server.name)
-        middleware += access_auth.middleware(config, mcp_path=path, challenge=runtime.step_up_challenge)
-    if not stateless and limits.sessions_per_caller:  # after auth: a caller is its token's subject
-        middleware.append(Middleware(httpguard.SessionCap, path=path, limit=limits.sessions_per_caller,
+        middleware += access_auth.middleware(config, mcp_path=o.path, challenge=runtime.step_up_challenge)
+    if not o.stateless and o.limits.sessions_per_caller:  # after auth: a caller is its token's subject
+        middleware.append(Middleware(httpguard.SessionCap, path=o.path, limit=o.limits.sessions_per_caller,
                                      live=httpguard.sdk_sessions(server.session_manager)))
     middleware.append(Middleware(httpguard.WholeBody))  # the MCP app never starts on half a body
     routes.append(Mount("/", app=mcp_app))
@@ -127,35 +110,12 @@ def http_app(
 
 
 async def serve_http(
-    manifest: Manifest,
-    *,
-    host: str = "127.0.0.1",
-    port: int = 8000,
-    path: str = "/mcp",
-    stateless: bool = False,
-    json_response: bool = True,
-    allowed_hosts: list[str] | None = None,
-    allowed_origins: list[str] | None = None,
-    log_level: str | int | None = None,
-    limits: HttpLimits | None = None,
-    **opts: Any,
+    runtime: Runtime, options: HttpOptions | None = None, *, log_level: str | int | None = None
 ) -> None:
-    """Serve Streamable HTTP with uvicorn until interrupted (graceful shutdown closes the client)."""
-    limits = limits or HttpLimits()
-
-    app = http_app(
-        manifest,
-        log_level=log_level,
-        host=host,
-        path=path,
-        stateless=stateless,
-        json_response=json_response,
-        allowed_hosts=allowed_hosts,
-        allowed_origins=allowed_origins,
-        limits=limits,
-        **opts,
-    )
+    """Serve `runtime` over Streamable HTTP with uvicorn until interrupted (graceful shutdown closes it)."""
+    o = options or HttpOptions()
+    app = http_app(runtime, o, log_level=log_level)
     level = logging.getLevelName(log_level) if isinstance(log_level, int) else (log_level or "info")
-    config = uvicorn.Config(app, host=host, port=port, log_level=str(level).lower(), lifespan="on",
-                            timeout_graceful_shutdown=10, **httpguard.uvicorn_settings(limits))
+    config = uvicorn.Config(app, host=o.host, port=o.port, log_level=str(level).lower(), lifespan="on",
+                            timeout_graceful_shutdown=10, **httpguard.uvicorn_settings(o.limits))
     await uvicorn.Server(config).serve()

@@ -15,7 +15,7 @@ import logging
 import os
 import threading
 from collections.abc import AsyncIterator
-from typing import Any, Final
+from typing import Final
 
 import anyio
 import anyio.from_thread
@@ -23,7 +23,6 @@ import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp.server.stdio import stdio_server
 
-from openapi2mcp.manifest import Manifest
 from openapi2mcp.runtime.core import Runtime
 from openapi2mcp.runtime.gone import client_gone
 from openapi2mcp.runtime.logs import configure_logging
@@ -74,10 +73,9 @@ async def stdin_lines(fd: int = 0) -> AsyncIterator[MemoryObjectReceiveStream[st
         os.dup2(source, fd)  # a reader thread blocked in os.read stays there; `source` stays open under it
 
 
-async def serve_stdio(
-    manifest: Manifest, *, log_level: str | int | None = None, runtime: Runtime | None = None, **opts: Any
-) -> None:
-    """Serve over stdin/stdout (logs go to stderr; the SDK points fd 1 at stderr while serving).
+async def serve_stdio(runtime: Runtime, *, log_level: str | int | None = None) -> None:
+    """Serve `runtime` over stdin/stdout until the client leaves, then close it (logs go to stderr;
+    the SDK points fd 1 at stderr while serving).
 
     The session ends when the client closes stdin, and also, quietly, when it goes away in any
     other way (stdout closed: EPIPE; see gone.py): one log line, no error. Calls in flight are
@@ -85,7 +83,6 @@ async def serve_stdio(
     """
     if log_level is not None:
         configure_logging(log_level)
-    runtime = runtime or Runtime(manifest, **opts)
     server = runtime.build_server()
     try:
         async with stdin_lines() as lines, stdio_server(stdin=lines) as (read, write):  # type: ignore[arg-type]
