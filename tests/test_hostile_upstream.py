@@ -477,10 +477,10 @@ async def test_nan_from_the_upstream_becomes_null_never_invalid_json(hostile: st
 
 
 def test_a_resource_uri_number_that_overflows_is_refused() -> None:
-    from openapi2mcp.runtime.resources import _coerce
+    from openapi2mcp.runtime.resources import coerce_variable
 
-    assert _coerce("1e999", {"type": "number"}) == "1e999"  # text: the schema check refuses it
-    assert _coerce("2.5", {"type": "number"}) == 2.5
+    assert coerce_variable("1e999", {"type": "number"}) == "1e999"  # text: the schema check refuses it
+    assert coerce_variable("2.5", {"type": "number"}) == 2.5
 
 
 # ============================================================================ 17. stable codes, not INTERNAL_ERROR

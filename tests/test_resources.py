@@ -29,7 +29,7 @@ from openapi2mcp.manifest import Manifest, RetrySpec, TemplateError, UriTemplate
 from openapi2mcp.overlay import overlay_json_schema
 from openapi2mcp.overlay.model import parse_overlay
 from openapi2mcp.runtime import Runtime, RuntimeOptions
-from openapi2mcp.runtime.resources import _coerce, fill, not_found_code
+from openapi2mcp.runtime.resources import coerce_variable, fill, not_found_code
 from tests.e2e_support import HttpServer, child_env, example_args
 from tests.helpers import compile_example
 
@@ -509,11 +509,11 @@ def test_uri_templates_both_ways() -> None:
 
 
 def test_uri_values_take_the_parameter_type() -> None:
-    assert _coerce("7", {"type": "integer"}) == 7
-    assert _coerce("7.5", {"type": ["number", "null"]}) == 7.5
-    assert _coerce("true", {"type": "boolean"}) is True
-    assert _coerce("x7", {"type": "integer"}) == "x7"  # left for the schema check to refuse
-    assert _coerce("007", {"type": "string"}) == "007"
+    assert coerce_variable("7", {"type": "integer"}) == 7
+    assert coerce_variable("7.5", {"type": ["number", "null"]}) == 7.5
+    assert coerce_variable("true", {"type": "boolean"}) is True
+    assert coerce_variable("x7", {"type": "integer"}) == "x7"  # left for the schema check to refuse
+    assert coerce_variable("007", {"type": "string"}) == "007"
 
 
 def test_prompt_fill() -> None:

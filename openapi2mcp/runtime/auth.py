@@ -136,7 +136,7 @@ def _grant_for_entry(token: str, value: Any, where: str) -> TokenGrant:
 
 
 def _parse_token_file(text: str, path: str) -> dict[str, TokenGrant]:
-    import yaml  # runtime dependency already (C loader when available)
+    import yaml  # only a token file needs it: loaded when one is read (start-up time of other deployments)
 
     try:
         data: Any = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))

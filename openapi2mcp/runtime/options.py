@@ -44,7 +44,7 @@ class RuntimeOptions:
 
 @dataclass(frozen=True)
 class HttpLimits:
-    """The HTTP transport's limits (openapi2mcp.httpguard applies them; docs/access.md has the table).
+    """The HTTP transport's limits (httpguard.py applies them; docs/access.md has the table).
 
     Here, not in httpguard, so that the CLIs take their defaults without importing uvicorn.
     """

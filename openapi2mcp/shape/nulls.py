@@ -16,7 +16,7 @@ def drop_nulls(validator: Validator, arguments: dict[str, Any]) -> tuple[dict[st
     optional arguments), at any depth of an object argument; returns the arguments without those
     keys, and their paths. Where the schema takes null it stays: inside an object argument it is sent
     as JSON null (a top-level argument given as null is not sent: upstream/request.py sends no null values).
-    Used on tool arguments before they are checked (runtime.py).
+    Used on tool arguments before they are checked (runtime/calls.py).
     """
     if not _has_null(arguments):
         return arguments, set()
