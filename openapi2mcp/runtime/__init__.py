@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from openapi2mcp.runtime.options import ENV_PREFIX, LIMIT_FLAGS, HttpLimits, HttpOptions, RuntimeOptions
+from openapi2mcp.runtime.options import (
+    ENV_PREFIX,
+    LIMIT_FLAGS,
+    AuthOptions,
+    HttpLimits,
+    HttpOptions,
+    RuntimeOptions,
+)
 
 if TYPE_CHECKING:
     from openapi2mcp.runtime.access import SCOPES_VAR, local_caller
-    from openapi2mcp.runtime.auth import AuthOptions, auth_config, require_public_url
+    from openapi2mcp.runtime.auth import auth_config, require_public_url
     from openapi2mcp.runtime.core import Runtime
     from openapi2mcp.runtime.gone import client_gone, describe, leaves
     from openapi2mcp.runtime.http import http_app, serve_http, transport_security
@@ -21,7 +28,6 @@ if TYPE_CHECKING:
 _LAZY = {
     "SCOPES_VAR": "openapi2mcp.runtime.access",
     "local_caller": "openapi2mcp.runtime.access",
-    "AuthOptions": "openapi2mcp.runtime.auth",
     "auth_config": "openapi2mcp.runtime.auth",
     "require_public_url": "openapi2mcp.runtime.auth",
     "Runtime": "openapi2mcp.runtime.core",

@@ -51,6 +51,7 @@ from starlette.routing import Route
 
 from openapi2mcp.manifest import parse_scopes
 from openapi2mcp.runtime.access import Caller, caller_of_token, token_subject
+from openapi2mcp.runtime.options import AuthOptions
 from openapi2mcp.upstream import ConfigError
 
 log = logging.getLogger("openapi2mcp.auth")
@@ -289,19 +290,6 @@ class ChainVerifier:
 
 
 # ============================================================================ configuration
-
-
-@dataclass(frozen=True)
-class AuthOptions:
-    """The auth flags of `serve` and of a frozen package (each package flag has an env variable)."""
-
-    tokens_file: str | None = None
-    jwks_url: str | None = None
-    issuer: str | None = None
-    audience: str | None = None
-    auth_server: str | None = None
-    resource_url: str | None = None
-    no_auth: bool = False
 
 
 @dataclass(frozen=True)

@@ -77,6 +77,20 @@ LIMIT_FLAGS: Final = (
 
 
 @dataclass(frozen=True)
+class AuthOptions:
+    """The auth flags of `serve` and of a frozen package (each package flag has an env variable);
+    auth.auth_config turns them into an AuthConfig."""
+
+    tokens_file: str | None = None
+    jwks_url: str | None = None
+    issuer: str | None = None
+    audience: str | None = None
+    auth_server: str | None = None
+    resource_url: str | None = None
+    no_auth: bool = False
+
+
+@dataclass(frozen=True)
 class HttpOptions:
     """How the Streamable HTTP transport serves a Runtime (http.py)."""
 
