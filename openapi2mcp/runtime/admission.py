@@ -21,7 +21,7 @@ from openapi2mcp.runtime.policy import Asker, Policy
 from openapi2mcp.runtime.tools import Tool
 
 # what policy.confirm records after reading a valid request state (the answered retry of a confirmation)
-ANSWERED: Final = frozenset({"confirmed", "declined", "cancelled"})
+_ANSWERED: Final = frozenset({"confirmed", "declined", "cancelled"})
 
 
 @dataclass
@@ -97,7 +97,7 @@ class Admission:
             try:
                 await self.policy.confirm(spec, branch, arguments, caller, asker, record)
             finally:
-                if pending is not None and pending.due and record.confirmation in ANSWERED:
+                if pending is not None and pending.due and record.confirmation in _ANSWERED:
                     pending.due = False  # the state was valid and is now spent: its first leg paid for this call
         if pending is not None and pending.due:
             pending.due = False

@@ -39,12 +39,12 @@ from openapi2mcp.upstream import Redactor
 
 log = logging.getLogger("openapi2mcp.runtime")
 
-DENIALS: Final = frozenset({
+_DENIALS: Final = frozenset({
     ErrorCode.CONFIRMATION_REQUIRED, ErrorCode.DRY_RUN_REQUIRED, ErrorCode.PERMISSION_DENIED,
 })
 
 
-def audit_failed(trace: str, *, sent: bool) -> ToolError:
+def _audit_failed(trace: str, *, sent: bool) -> ToolError:
     what = ("the request was sent, but its outcome cannot be recorded: check before repeating it" if sent
             else "the write was not sent")
     return ToolError(code=ErrorCode.AUDIT_FAILED, message=f"the audit log cannot be written; {what}",
@@ -122,7 +122,7 @@ class Calls:
         except AuditError as e:  # the attempt line could not be written: the write was not sent
             log.error("tool %s traceId %s: %s; the call is refused", name, trace, e)
             outcome = ErrorCode.AUDIT_FAILED
-            out = results.failure(audit_failed(trace, sent=False), results.meta(trace, requests))
+            out = results.failure(_audit_failed(trace, sent=False), results.meta(trace, requests))
         except ToolFailure as failure:
             error = failure.error.model_copy(
                 update={"trace_id": trace, "message": self.redactor.text(failure.error.message)}
@@ -256,7 +256,7 @@ class Calls:
             no_requests = not any("status" in r for r in record.requests)
             if code == ErrorCode.CONFIRMATION_DECLINED:
                 outcome = "declined"
-            elif code in DENIALS or (code == ErrorCode.RATE_LIMITED and no_requests):
+            elif code in _DENIALS or (code == ErrorCode.RATE_LIMITED and no_requests):
                 outcome = "denied"
             else:
                 outcome = "error"
@@ -265,7 +265,7 @@ class Calls:
         except AuditError as e:
             log.error("tool %s traceId %s: %s; the result is withheld", record.name, record.trace_id, e)
             sent = any("status" in r for r in record.requests) or record.attempted
-            return results.failure(audit_failed(record.trace_id, sent=sent), results.meta(record.trace_id, []))
+            return results.failure(_audit_failed(record.trace_id, sent=sent), results.meta(record.trace_id, []))
         return out
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
-from typing import Final
 
 import uvicorn
 from mcp.server.transport_security import TransportSecuritySettings
@@ -25,10 +24,8 @@ from openapi2mcp.runtime import auth as access_auth
 from openapi2mcp.runtime import httpguard
 from openapi2mcp.runtime.core import Runtime
 from openapi2mcp.runtime.logs import configure_logging
-from openapi2mcp.runtime.options import HttpOptions
+from openapi2mcp.runtime.options import HttpOptions, is_loopback
 from openapi2mcp.upstream import ConfigError
-
-LOOPBACK: Final = ("127.0.0.1", "localhost", "::1")
 
 
 def transport_security(
@@ -44,7 +41,7 @@ def transport_security(
     hosts: list[str] = []
     for h in allowed_hosts or []:
         hosts += [h] if h.endswith(":*") or ":" in h.rsplit("]", 1)[-1] else [h, f"{h}:*"]
-    if host in LOOPBACK or host == "":
+    if is_loopback(host):
         hosts += ["127.0.0.1:*", "localhost:*", "[::1]:*"]
     elif not hosts:
         raise ConfigError(
@@ -70,7 +67,7 @@ def http_app(runtime: Runtime, options: HttpOptions | None = None, *, log_level:
         configure_logging(log_level)
     security = transport_security(o.host, o.allowed_hosts, o.allowed_origins)
     config = o.auth or access_auth.AuthConfig()
-    if not config.enabled and o.host not in LOOPBACK and o.host != "" and not o.no_auth:
+    if not config.enabled and not is_loopback(o.host) and not o.no_auth:
         raise ConfigError(access_auth.needs_auth_message(o.host))
     access_auth.require_public_url(config, host_checked=security.enable_dns_rebinding_protection)
     server = runtime.build_server(stateless=o.stateless)

@@ -22,6 +22,12 @@ if TYPE_CHECKING:
 
 
 ENV_PREFIX: Final = "OPENAPI2MCP_"
+LOOPBACK: Final = ("127.0.0.1", "localhost", "::1")  # binds only this machine reaches
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding `host` serves this machine only ("" too: the server's own default bind)."""
+    return host in LOOPBACK or host == ""
 DEFAULT_MAX_BINARY_BYTES: Final = 4_000_000
 
 
