@@ -47,6 +47,7 @@ class Steps:
     async def run_steps(
         self, tool: Tool, branch: Branch, arguments: dict[str, Any], plan: Plan
     ) -> tuple[Payload, UpstreamResponse | None]:
+        """A single step or a chain: each step whose `when` holds, in order; a failure names its step."""
         context: dict[str, Any] = {"inputs": arguments, "steps": {}}
         multi = len(branch.steps) > 1
         payload: Payload | None = None
@@ -109,11 +110,14 @@ class Steps:
         return tool.shaper_of(branch).page(items, got.total, cursor_at)
 
     def success(self, tool: Tool, shaped: Shaped, meta: dict[str, Any]) -> types.CallToolResult:
+        """A shaped result, with the resource links the overlay declares for it."""
         return results.success(shaped, meta, links=self.catalog.links(tool.spec, shaped.structured))
 
     def result(
         self, tool: Tool, branch: Branch, payload: Payload, last: UpstreamResponse | None, meta: dict[str, Any]
     ) -> types.CallToolResult:
+        """The last step's body (or the chain's `output`) shaped by the branch's Shaper, secrets scrubbed;
+        binary bodies become content blocks up to `max_binary_bytes`."""
         shaper, redact = tool.shaper_of(branch), self.upstream.redactor
         if payload.kind == "binary":
             repaired = shaper.placeholder(payload.media_type) if tool.spec.output_schema is not None else None
