@@ -73,10 +73,10 @@ def ours(spec: str, phases: Phases, *, runtime: bool) -> list[dict[str, Any]]:
         tools = [tool.definition() for tool in manifest.tools if tool.risk != "forbidden"]
         phases.done("list")
         return tools
-    from openapi2mcp.runtime import Runtime
+    from openapi2mcp.runtime import Runtime, RuntimeOptions
 
     upstream = manifest.upstream.model_copy(update={"base_url": "http://127.0.0.1:9"})  # like serve --base-url
-    rt = Runtime(manifest.model_copy(update={"upstream": upstream}), environ={}, require_secrets=False)
+    rt = Runtime(manifest.model_copy(update={"upstream": upstream}), RuntimeOptions(environ={}, require_secrets=False))
     phases.done("runtime")
     tools = served_tools(rt)
     phases.done("list")

@@ -67,10 +67,10 @@ def overlay_listing(spec: Path) -> tuple[int, int, Any]:
     from openapi2mcp.compiler import compile_manifest
     from openapi2mcp.loader import load_spec
     from openapi2mcp.overlay import read_overlay
-    from openapi2mcp.runtime import Runtime
+    from openapi2mcp.runtime import Runtime, RuntimeOptions
 
     manifest = compile_manifest(load_spec(str(spec)), [read_overlay(OVERLAY)]).manifest
-    rt = Runtime(manifest, environ={"OPENAPI2MCP_SIGNING_KEY": "benchmark-only-key-" + "x" * 20})
+    rt = Runtime(manifest, RuntimeOptions(environ={"OPENAPI2MCP_SIGNING_KEY": "benchmark-only-key-" + "x" * 20}))
     tools = served_tools(rt)
     return len(tools), len(compact({"tools": tools})), manifest
 
@@ -194,13 +194,13 @@ def stand_in(document: dict[str, Any], chosen: list[str]) -> tuple[Any, list[int
 
 async def measure_calls(document: dict[str, Any], manifest: Any, spec: Path) -> list[dict[str, Any]]:
     from examples import Upstream
-    from openapi2mcp.runtime import Runtime
+    from openapi2mcp.runtime import Runtime, RuntimeOptions
 
     app, sent = stand_in(document, sorted({op for _, _, op in CALLS}))
     rows = []
     with Upstream.serve(app, name="github-examples", spec_path=spec) as up:
         env = {"GITHUB_API_URL": up.base_url, "OPENAPI2MCP_SIGNING_KEY": "benchmark-only-key-" + "x" * 20}
-        rt = Runtime(manifest, environ=env)
+        rt = Runtime(manifest, RuntimeOptions(environ=env))
         try:
             for tool, arguments, op_id in CALLS:
                 before = len(sent)

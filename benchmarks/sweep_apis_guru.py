@@ -63,7 +63,7 @@ def check(job: tuple[str, int]) -> tuple[str, str, int, float, str]:
     from openapi2mcp.errors import InputError
     from openapi2mcp.loader import load_spec
     from openapi2mcp.manifest import Manifest
-    from openapi2mcp.runtime import Runtime
+    from openapi2mcp.runtime import Runtime, RuntimeOptions
 
     signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(limit)
@@ -72,7 +72,7 @@ def check(job: tuple[str, int]) -> tuple[str, str, int, float, str]:
         manifest = compile_manifest(load_spec(path), all_operations=True).manifest
         again = Manifest.from_json(manifest.to_json())
         env = {"OPENAPI2MCP_BASE_URL": "http://127.0.0.1:9"}
-        Runtime(again, environ=env, require_secrets=False)
+        Runtime(again, RuntimeOptions(environ=env, require_secrets=False))
         step = max(1, len(again.tools) // 300)  # the metaschema check costs ~30 ms a schema: a sample
         for tool in again.tools[::step]:
             Draft202012Validator.check_schema(tool.input_schema)

@@ -3,7 +3,7 @@
 * success: `structuredContent` = the shaped JSON, the same JSON as compact text in the first
   content block, a second text block when the result was cut; `_meta` carries the traceId,
   the upstream requests that produced it (provenance, secrets redacted) and the cuts.
-  A repaired result (shape.py: values that do not fit the outputSchema) keeps the upstream's
+  A repaired result (shape/repair.py: values that do not fit the outputSchema) keeps the upstream's
   values in the first text block, says what was repaired in a further text block, and lists
   every repaired path in `_meta["openapi2mcp/repairs"]` (`{path, expected, got, action}`, at most
   `MAX_LISTED_REPAIRS`; `openapi2mcp/repairsOmitted` counts the rest).

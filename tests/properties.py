@@ -36,7 +36,7 @@ from mcp import Client, MCPError, types
 
 from openapi2mcp.manifest import Manifest
 from openapi2mcp.result import error_of
-from openapi2mcp.runtime import Runtime
+from openapi2mcp.runtime import Runtime, RuntimeOptions
 from tests.e2e_support import portal
 
 # every risk is approved, so that writes reach the upstream and are checked there too
@@ -66,7 +66,7 @@ def served_in_memory(
     name: str, manifest: Manifest, environ: Mapping[str, str], violations: Callable[[], list[dict[str, Any]]]
 ) -> Iterator[Target]:
     """The Manifest behind the real MCP server, the SDK client connected to it in memory."""
-    runtime = Runtime(manifest, environ=dict(environ), auto_approve=APPROVE)
+    runtime = Runtime(manifest, RuntimeOptions(environ=dict(environ), auto_approve=APPROVE))
     with portal() as loop:
         client = loop.wrap_async_context_manager(Client(runtime.build_server(), mode="legacy"))
         session = client.__enter__()

@@ -38,7 +38,7 @@ from starlette.routing import Route
 from examples import Upstream
 from openapi2mcp.errors import InputError
 from openapi2mcp.manifest import RateLimitSpec, describe_rate, parse_rate, parse_rate_limit, parse_scopes
-from openapi2mcp.runtime import AuthOptions, Runtime, auth_config, http_app, local_caller
+from openapi2mcp.runtime import AuthOptions, Runtime, RuntimeOptions, auth_config, http_app, local_caller
 from openapi2mcp.runtime.access import Caller
 from openapi2mcp.runtime.auth import JwtVerifier, load_static_tokens
 from openapi2mcp.runtime.limits import RateLimiter, TokenBucket
@@ -327,8 +327,8 @@ def test_overlay_access_keys_compile_into_the_manifest(tmp_path: Path) -> None:
 async def test_http_without_auth_uses_the_local_scopes(notes_up: Upstream, tmp_path: Path) -> None:
     """Loopback without auth: callers are anonymous, with the local user's scopes (--scopes)."""
     m = compile_text(tmp_path, SPEC.read_text(), OVERLAY).manifest
-    app = http_app(m, environ={"NOTES_API_URL": notes_up.base_url},
-                   local=local_caller("http", parse_scopes("tasks:read")))
+    app = http_app(Runtime(m, RuntimeOptions(environ={"NOTES_API_URL": notes_up.base_url},
+                                             local=local_caller("http", parse_scopes("tasks:read")))))
     with serve_in_thread(app) as base:
         for mode, _ in ERAS:
             async with client(base + "/mcp", None, mode) as anonymous:
@@ -339,7 +339,7 @@ async def test_http_without_auth_uses_the_local_scopes(notes_up: Upstream, tmp_p
 
 def test_tool_lists_and_cursors_are_per_caller(tmp_path: Path) -> None:
     m = compile_text(tmp_path, SPEC.read_text(), OVERLAY).manifest
-    runtime = Runtime(m, page_size=1, environ={})
+    runtime = Runtime(m, RuntimeOptions(page_size=1, environ={}))
     reader = Caller(id="r", scopes=frozenset({"notes:read"}), transport="http")
     reader2 = Caller(id="r2", scopes=frozenset({"notes:read"}), transport="http")
     writer = Caller(id="w", scopes=frozenset({"tasks:write", "tasks:read"}), transport="http")

@@ -34,7 +34,7 @@ from mcp import Client, MCPError
 from examples import Upstream
 from openapi2mcp.errors import InputError
 from openapi2mcp.manifest import parse_scopes
-from openapi2mcp.runtime import Runtime
+from openapi2mcp.runtime import Runtime, RuntimeOptions
 from openapi2mcp.serving.package import local_scopes
 from openapi2mcp.upstream import ConfigError
 from tests.e2e_support import LEGACY, HttpServer, McpSession, err, ok, portal, run_cli
@@ -568,7 +568,7 @@ def test_serve_refuses_the_red_teams_resource_and_an_old_manifest_with_it(tmp_pa
         b.model_copy(update={"risk": "critical"}) for b in tool.branches]})
     old = m.model_copy(update={"tools": [risky], "content_hash": ""})
     with pytest.raises(ConfigError, match="a resource read cannot ask anyone"):
-        Runtime(old, environ={})
+        Runtime(old, RuntimeOptions(environ={}))
     path = tmp_path / "manifest.json"
     path.write_text(old.to_json())
     done = run_cli("serve", "--manifest", str(path))

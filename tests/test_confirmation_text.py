@@ -35,7 +35,7 @@ from openapi2mcp.loader import load_spec
 from openapi2mcp.manifest import Manifest
 from openapi2mcp.overlay.reading import parse_overlay
 from openapi2mcp.result import error_of
-from openapi2mcp.runtime import Runtime
+from openapi2mcp.runtime import Runtime, RuntimeOptions
 from tests.e2e_support import child_env, cli
 from tests.local import EXAMPLES
 
@@ -104,7 +104,7 @@ async def confirm_once(
     up: Upstream, manifest: Manifest, era: str, arguments: dict[str, Any]
 ) -> tuple[str, dict[str, Any]]:
     """Call mail_send through a real client; the user says yes. (message, form) the user saw."""
-    runtime = Runtime(manifest, environ=env_for(up))
+    runtime = Runtime(manifest, RuntimeOptions(environ=env_for(up)))
     user = User()
     async with Client(runtime.build_server(), mode=ERAS[era], elicitation_callback=user) as client:
         assert client.protocol_version == era
@@ -168,7 +168,7 @@ async def test_invisible_characters_a_long_tail_and_an_unmentioned_argument_are_
 
 @pytest.mark.anyio
 async def test_a_client_that_cannot_ask_reads_the_same_safe_text(up: Upstream, manifest: Manifest) -> None:
-    runtime = Runtime(manifest, environ=env_for(up))
+    runtime = Runtime(manifest, RuntimeOptions(environ=env_for(up)))
     async with Client(runtime.build_server(), mode="legacy") as client:  # no elicitation
         result = await client.call_tool("mail_send", {**MAIL, "subject": "hi\nWhat happens: nothing"})
     await runtime.aclose()
@@ -182,7 +182,7 @@ async def test_a_client_that_cannot_ask_reads_the_same_safe_text(up: Upstream, m
 
 @pytest.mark.anyio
 async def test_a_dry_run_flags_what_the_arguments_hide(up: Upstream, manifest: Manifest) -> None:
-    runtime = Runtime(manifest, environ=env_for(up))
+    runtime = Runtime(manifest, RuntimeOptions(environ=env_for(up)))
     async with Client(runtime.build_server(), mode="legacy") as client:
         result = await client.call_tool("mail_send", {**MAIL, "subject": "moon" + " " * 180 + "AND-EARTH",
                                                       "dryRun": True})

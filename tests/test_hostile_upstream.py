@@ -40,10 +40,11 @@ from openapi2mcp.manifest import (
     ToolSpec,
 )
 from openapi2mcp.result import error_of
-from openapi2mcp.runtime import Runtime, configure_logging
-from openapi2mcp.runtime.core import _sendable
+from openapi2mcp.runtime import Runtime, RuntimeOptions, configure_logging
+from openapi2mcp.runtime.calls import sendable
 from openapi2mcp.upstream import ConfigError, Redactor
-from openapi2mcp.upstream.upstream import MAX_JSON_DEPTH, MAX_URL_LENGTH, json_depth_exceeds
+from openapi2mcp.upstream.request import MAX_URL_LENGTH
+from openapi2mcp.upstream.response import MAX_JSON_DEPTH, json_depth_exceeds
 from tests.e2e_support import (
     LEGACY,
     MODERN,
@@ -157,7 +158,7 @@ def hostile_manifest(base: str, *, auth: AuthSpec | None = None, headers: dict[s
 
 async def run(m: Manifest, calls: list[tuple[str, dict[str, Any]]], env: dict[str, str] | None = None,
               ) -> list[types.CallToolResult]:
-    runtime = Runtime(m, environ=SECRETS if env is None else env)
+    runtime = Runtime(m, RuntimeOptions(environ=SECRETS if env is None else env))
     try:
         return [await runtime.call(name, args) for name, args in calls]
     finally:
@@ -344,7 +345,7 @@ async def test_a_binary_without_secrets_is_passed_unchanged_and_unknown_text_typ
 async def test_a_resource_read_of_a_binary_echo_is_withheld(hostile: str) -> None:
     from mcp import MCPError
 
-    runtime = Runtime(hostile_manifest(hostile), environ=SECRETS)
+    runtime = Runtime(hostile_manifest(hostile), RuntimeOptions(environ=SECRETS))
     try:
         with pytest.raises(MCPError) as info:
             await runtime.catalog.read("hostile://blob")
@@ -367,7 +368,7 @@ async def test_a_resource_read_of_a_binary_echo_is_withheld(hostile: str) -> Non
 )
 def test_userinfo_in_the_base_url_is_refused_at_start_up(base: str, env: dict[str, str]) -> None:
     with pytest.raises(ConfigError) as info:
-        Runtime(manifest(base, tool("me", op("GET", "/x"))), environ=env)
+        Runtime(manifest(base, tool("me", op("GET", "/x"))), RuntimeOptions(environ=env))
     message = str(info.value)
     assert "auth: {type: basic" in message
     assert "PASSWORD-1234" not in message
@@ -405,7 +406,8 @@ async def test_credentials_from_the_environment_are_sent_as_http_can_carry_them(
     for auth, headers in [(AuthSpec(type="bearer", value="${T}"), {}), (AuthSpec(), {"X-Api-Key": "${T}"}),
                           (AuthSpec(type="cookie", name="sid", value="${T}"), {})]:
         with pytest.raises(ConfigError) as info:
-            Runtime(manifest(hostile, reflect_tool(), auth=auth, headers=headers), environ={"T": "abc\ndef;ghi"})
+            Runtime(manifest(hostile, reflect_tool(), auth=auth, headers=headers),
+                    RuntimeOptions(environ={"T": "abc\ndef;ghi"}))
         assert "cannot carry" in str(info.value) and "abc" not in str(info.value)
 
 
@@ -475,10 +477,10 @@ async def test_nan_from_the_upstream_becomes_null_never_invalid_json(hostile: st
 
 
 def test_a_resource_uri_number_that_overflows_is_refused() -> None:
-    from openapi2mcp.runtime.resources import _coerce
+    from openapi2mcp.runtime.resources import coerce_variable
 
-    assert _coerce("1e999", {"type": "number"}) == "1e999"  # text: the schema check refuses it
-    assert _coerce("2.5", {"type": "number"}) == 2.5
+    assert coerce_variable("1e999", {"type": "number"}) == "1e999"  # text: the schema check refuses it
+    assert coerce_variable("2.5", {"type": "number"}) == 2.5
 
 
 # ============================================================================ 17. stable codes, not INTERNAL_ERROR
@@ -529,8 +531,8 @@ def test_a_result_the_sdk_cannot_serialise_is_not_sent() -> None:
     deep: Any = "leaf"
     for _ in range(300):
         deep = {"a": deep}
-    assert not _sendable(types.CallToolResult(content=[], structured_content={"x": deep}))
-    assert _sendable(types.CallToolResult(content=[], structured_content={"x": [[1]]}))
+    assert not sendable(types.CallToolResult(content=[], structured_content={"x": deep}))
+    assert sendable(types.CallToolResult(content=[], structured_content={"x": [[1]]}))
 
 
 # ============================================================================ through `openapi2mcp serve`

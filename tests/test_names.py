@@ -29,7 +29,7 @@ from openapi2mcp.loader import load_spec
 from openapi2mcp.manifest import Manifest
 from openapi2mcp.overlay.reading import parse_overlay
 from openapi2mcp.result import error_of
-from openapi2mcp.runtime import Runtime
+from openapi2mcp.runtime import Runtime, RuntimeOptions
 from tests.e2e_support import MODERN, McpSession, ok, portal, run_cli
 from tests.helpers import compile_text, tool
 from tests.local import EXAMPLES
@@ -259,7 +259,7 @@ async def test_errors_confirmations_limits_and_audit_name_the_served_tool(mail_u
     audit = tmp_path / "audit.jsonl"
     env = {"MAILFILES_API_URL": mail_up.base_url, "MAILFILES_API_TOKEN": CANARY,
            "OPENAPI2MCP_SIGNING_KEY": "names-test-key-0123456789abcdef-xyz"}
-    rt = Runtime(m, environ=env, audit_log=str(audit))
+    rt = Runtime(m, RuntimeOptions(environ=env, audit_log=str(audit)))
     async with Client(rt.build_server()) as client:  # no elicitation: confirmation cannot be asked
         listed = [t.name for t in (await client.list_tools()).tools]
         delete = await client.call_tool("files_delete", {"fileId": "f_abc123"})
@@ -382,11 +382,11 @@ def test_config_writes_absolute_paths(tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 def test_readme_lists_every_built_in_error_code() -> None:
-    from openapi2mcp.upstream.upstream import _BUILTIN
+    from openapi2mcp.upstream.failures import STATUS_ERRORS
 
     readme = " ".join((EXAMPLES.parent / "README.md").read_text(encoding="utf-8").split())
     overlay_doc = " ".join((EXAMPLES.parent / "docs" / "overlay.md").read_text(encoding="utf-8").split())
-    for status, (code, _, _) in _BUILTIN.items():
+    for status, (code, _, _) in STATUS_ERRORS.items():
         for doc in (readme, overlay_doc):
             assert re.search(rf"\b{status}\b[^.;]*?`{code}`", doc), (status, code)
 

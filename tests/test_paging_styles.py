@@ -36,7 +36,7 @@ from openapi2mcp.manifest import CURSOR_MAX_LENGTH, Manifest, ResponseSpec
 from openapi2mcp.overlay import read_overlay
 from openapi2mcp.overlay.reading import parse_overlay
 from openapi2mcp.result import error_of
-from openapi2mcp.runtime import Runtime
+from openapi2mcp.runtime import Runtime, RuntimeOptions
 from openapi2mcp.runtime.paginate import check_link
 from openapi2mcp.runtime.signing import Signer
 from openapi2mcp.shape import Shaper, dumps
@@ -75,7 +75,7 @@ def env(up: Upstream) -> dict[str, str]:
 
 @pytest.fixture
 async def rt(manifest: Manifest, up: Upstream) -> Any:
-    runtime = Runtime(manifest, environ=env(up))
+    runtime = Runtime(manifest, RuntimeOptions(environ=env(up)))
     yield runtime
     await runtime.aclose()
 
@@ -265,7 +265,7 @@ async def test_forged_cursors_cannot_point_the_server_anywhere(rt: Runtime, up: 
 async def test_a_signed_cursor_is_checked_again_on_the_way_back(manifest: Manifest, up: Upstream) -> None:
     """Defence in depth: even a cursor signed with the server's key never leaves the API's base path."""
     signer = Signer(KEY.encode())
-    runtime = Runtime(manifest, environ=env(up), signer=signer)
+    runtime = Runtime(manifest, RuntimeOptions(environ=env(up), signer=signer))
     try:
         good = ok(await runtime.call("records_list", {"limit": 5}))["next_cursor"]
         data = payload(good)["d"]
@@ -288,7 +288,7 @@ async def test_an_api_key_in_the_next_url_never_reaches_the_cursor(up: Upstream)
             params: {pad: {hidden: true}, detail: {hidden: true}}
             pagination: {style: next_url, header: Next-Page, size_param: _limit, items: data, page_size: 5}
         """, upstream="{base_url: '${PAGING_API_URL}/v1', auth: {type: query, name: api_key, value: '${KEY}'}}")
-    runtime = Runtime(m, environ={**env(up), "KEY": secret})
+    runtime = Runtime(m, RuntimeOptions(environ={**env(up), "KEY": secret}))
     up.set_auth(f"query:api_key:{secret}")
     up.fault(operation="listRecords", kind="status", status=200, body={"data": RECORDS[:5]},
              headers={"Next-Page": f"{up.base_url}/v1/records?_limit=5&api_key={secret}&_token=eyJvIjo1fQ%3D%3D"})
@@ -324,7 +324,7 @@ async def test_a_cursor_style_that_meets_a_url_names_the_fix(up: Upstream) -> No
             pagination: {style: header_cursor, header: Next-Page, cursor_param: _token, size_param: _limit,
                          items: data}
         """)
-    runtime = Runtime(m, environ=env(up) | {"PAGING_API_TOKEN": TOKEN})
+    runtime = Runtime(m, RuntimeOptions(environ=env(up) | {"PAGING_API_TOKEN": TOKEN}))
     try:
         body = err(await runtime.call("records_list", {}))
         assert body["code"] == "CONFIGURATION_ERROR"
@@ -344,7 +344,7 @@ async def test_a_position_too_long_for_a_cursor_is_a_clear_error(up: Upstream) -
             params: {pad: {value: 6000}, detail: {hidden: true}}
             pagination: {style: next_url, header: Next-Page, size_param: _limit, cursor_param: _token, items: data}
         """)
-    runtime = Runtime(m, environ=env(up))
+    runtime = Runtime(m, RuntimeOptions(environ=env(up)))
     try:
         body = err(await runtime.call("records_huge", {}))
         assert body["code"] == "UPSTREAM_INVALID_RESPONSE"
@@ -410,7 +410,7 @@ async def test_a_container_named_in_params_is_merged_with_its_nested_arguments(u
         """)
     tool = m.tool("flows_find")
     assert tool is not None and {"flows", "name_like"} <= set(tool.input_schema["properties"])
-    runtime = Runtime(m, environ=env(up))
+    runtime = Runtime(m, RuntimeOptions(environ=env(up)))
     try:
         ok(await runtime.call("flows_find", {"flows": {"tags": {"all_": ["ai"]}}, "name_like": "robot"}))
         assert json.loads(up.last_request("filterFlows")["body"]) == {
@@ -431,13 +431,13 @@ def test_nested_fields_never_overwrite_what_an_argument_gave() -> None:
     """Where a schema lets a container hold anything, the body builder still refuses to guess."""
     from openapi2mcp.errors import ToolFailure
     from openapi2mcp.manifest import BodyField, BodySpec
-    from openapi2mcp.upstream.upstream import _body_value
+    from openapi2mcp.upstream.request import body_value
 
     spec = BodySpec(media_type="application/json", properties={"flows": "flows"},
                     fields=[BodyField(path=["flows", "name", "like_"], arg="name_like"),
                             BodyField(path=["flows", "operator"], value="and_")])
     given = {"flows": {"name": {"any_": ["a"]}}, "name_like": "b"}
-    assert _body_value(spec, given, lambda e: None) == {
+    assert body_value(spec, given, lambda e: None) == {
         "flows": {"name": {"any_": ["a"], "like_": "b"}, "operator": "and_"}}
     assert given == {"flows": {"name": {"any_": ["a"]}}, "name_like": "b"}  # the arguments are not changed
     for flows, message in (
@@ -447,7 +447,7 @@ def test_nested_fields_never_overwrite_what_an_argument_gave() -> None:
                               "values; give only one of them"),
     ):
         with pytest.raises(ToolFailure) as info:
-            _body_value(spec, {"flows": flows, "name_like": "b"}, lambda e: None)
+            body_value(spec, {"flows": flows, "name_like": "b"}, lambda e: None)
         assert info.value.error.code == "ARGUMENT_INVALID" and info.value.error.message == message
 
 
@@ -462,7 +462,7 @@ async def test_body_paging_found_by_its_default_names(up: Upstream) -> None:
         """)
     tool = m.tool("flows_all")
     assert tool is not None and set(tool.input_schema["properties"]) == {"flows", "sort", "limit", "cursor"}
-    runtime = Runtime(m, environ=env(up))
+    runtime = Runtime(m, RuntimeOptions(environ=env(up)))
     try:
         assert len(ids(await apages(runtime, "flows_all", 4))) == len(FLOWS)
         assert json.loads(up.last_request("filterFlows")["body"]) == {"sort": "NAME_ASC", "offset": 12, "limit": 4}

@@ -18,7 +18,7 @@ from mcp import Client
 
 from openapi2mcp.manifest import Manifest
 from openapi2mcp.result import error_of
-from openapi2mcp.runtime import Runtime
+from openapi2mcp.runtime import Runtime, RuntimeOptions
 from tests.helpers import compile_text
 from tests.runtime_upstream import upstream_server  # noqa: F401  (the `upstream` fixture)
 
@@ -128,7 +128,7 @@ def tool_schema(m: Manifest, name: str) -> dict[str, Any]:
 
 @pytest.mark.anyio
 async def test_each_branch_sends_its_own_default(compiled: Manifest) -> None:
-    runtime = Runtime(compiled, environ={})
+    runtime = Runtime(compiled, RuntimeOptions(environ={}))
     try:
         async with Client(runtime.build_server()) as client:  # type: ignore[arg-type]
             # the variants disagree (main / archive): the merged schema shows no default, each branch sends its own

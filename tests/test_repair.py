@@ -27,9 +27,10 @@ from openapi2mcp.loader import load_spec
 from openapi2mcp.manifest import ResponseSpec, compile_schema
 from openapi2mcp.overlay.reading import parse_overlay
 from openapi2mcp.result import REPAIRS_KEY, REPAIRS_OMITTED_KEY, success
-from openapi2mcp.runtime.core import check_arguments
+from openapi2mcp.runtime.tools import check_arguments
 from openapi2mcp.shape import Repair, Shaper, drop_nulls
-from openapi2mcp.shape.shape import Unrepairable, json_size, repair
+from openapi2mcp.shape.jsonsize import json_size
+from openapi2mcp.shape.repair import Unrepairable, repair
 from tests.drift.app import BODIES, EXACT, SPEC_PATH
 
 # ----------------------------------------------------------------------------- tolerant()

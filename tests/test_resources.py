@@ -28,8 +28,8 @@ from openapi2mcp.loader import LoadedSpec, load_spec
 from openapi2mcp.manifest import Manifest, RetrySpec, TemplateError, UriTemplate
 from openapi2mcp.overlay import overlay_json_schema
 from openapi2mcp.overlay.reading import parse_overlay
-from openapi2mcp.runtime import Runtime
-from openapi2mcp.runtime.resources import _coerce, fill, not_found_code
+from openapi2mcp.runtime import Runtime, RuntimeOptions
+from openapi2mcp.runtime.resources import coerce_variable, fill, not_found_code
 from tests.e2e_support import HttpServer, child_env, example_args
 from tests.helpers import compile_example
 
@@ -266,7 +266,8 @@ PAGED = """
 async def test_pagination_in_overlay_order(
     notes_spec: LoadedSpec, notes: Upstream, mode: str, protocol: str
 ) -> None:
-    runtime = Runtime(compile_text(notes_spec, PAGED.replace("BASE", notes.base_url)).manifest, page_size=2)
+    runtime = Runtime(compile_text(notes_spec, PAGED.replace("BASE", notes.base_url)).manifest,
+                      RuntimeOptions(page_size=2))
     async with Client(runtime.build_server(), mode=mode) as client:
 
         async def walk(fetch: Any, field: str, key: str) -> list[str]:
@@ -508,11 +509,11 @@ def test_uri_templates_both_ways() -> None:
 
 
 def test_uri_values_take_the_parameter_type() -> None:
-    assert _coerce("7", {"type": "integer"}) == 7
-    assert _coerce("7.5", {"type": ["number", "null"]}) == 7.5
-    assert _coerce("true", {"type": "boolean"}) is True
-    assert _coerce("x7", {"type": "integer"}) == "x7"  # left for the schema check to refuse
-    assert _coerce("007", {"type": "string"}) == "007"
+    assert coerce_variable("7", {"type": "integer"}) == 7
+    assert coerce_variable("7.5", {"type": ["number", "null"]}) == 7.5
+    assert coerce_variable("true", {"type": "boolean"}) is True
+    assert coerce_variable("x7", {"type": "integer"}) == "x7"  # left for the schema check to refuse
+    assert coerce_variable("007", {"type": "string"}) == "007"
 
 
 def test_prompt_fill() -> None:

@@ -34,7 +34,7 @@ from openapi2mcp.manifest import (
     ToolSpec,
 )
 from openapi2mcp.result import error_of
-from openapi2mcp.runtime import Runtime, http_app, transport_security
+from openapi2mcp.runtime import HttpOptions, Runtime, RuntimeOptions, http_app, transport_security
 from openapi2mcp.upstream import ConfigError
 from tests.runtime_upstream import (
     fixed,
@@ -333,7 +333,7 @@ async def test_result_kinds(upstream: str) -> None:
 
 @pytest.mark.anyio
 async def test_binary_over_the_cap_is_a_clear_error(upstream: str) -> None:
-    runtime = Runtime(manifest(upstream, tool("pdf", op("GET", "/pdf"))), max_binary_bytes=100)
+    runtime = Runtime(manifest(upstream, tool("pdf", op("GET", "/pdf"))), RuntimeOptions(max_binary_bytes=100))
     body = err(await runtime.call("pdf", {}))
     assert body["code"] == "RESPONSE_TOO_LARGE"
     assert "application/pdf" in body["message"]
@@ -342,12 +342,12 @@ async def test_binary_over_the_cap_is_a_clear_error(upstream: str) -> None:
 
 @pytest.mark.anyio
 async def test_internal_errors_never_leak(upstream: str, caplog: pytest.LogCaptureFixture) -> None:
-    runtime = Runtime(manifest(upstream, tool("t", op("GET", "/echo"))), environ={})
+    runtime = Runtime(manifest(upstream, tool("t", op("GET", "/echo"))), RuntimeOptions(environ={}))
 
     def boom(body: Any) -> Any:
         raise RuntimeError("internal detail that must stay on the server")
 
-    runtime._tools["t"].shaper.json = boom  # type: ignore[method-assign]
+    runtime.tools["t"].shaper.json = boom  # type: ignore[method-assign]
     body = err(await runtime.call("t", {}))
     assert body["code"] == "INTERNAL_ERROR"
     assert body["message"] == f"internal error; see the server log, traceId {body['traceId']}"
@@ -367,7 +367,7 @@ def many_tools(base: str) -> Manifest:
 
 @pytest.mark.anyio
 async def test_pagination_order_and_forbidden_tools(upstream: str) -> None:
-    runtime = Runtime(many_tools(upstream), page_size=2)
+    runtime = Runtime(many_tools(upstream), RuntimeOptions(page_size=2))
     names, cursor, pages = [], None, 0
     while True:
         page = runtime.list_tools(cursor)
@@ -381,7 +381,8 @@ async def test_pagination_order_and_forbidden_tools(upstream: str) -> None:
         with pytest.raises(MCPError) as info:
             runtime.list_tools(bad)
         assert info.value.code == types.INVALID_PARAMS
-    other = Runtime(manifest(upstream, tool("x", op("GET", "/echo")), tool("y", op("GET", "/echo"))), page_size=1)
+    other = Runtime(manifest(upstream, tool("x", op("GET", "/echo")), tool("y", op("GET", "/echo"))),
+                    RuntimeOptions(page_size=1))
     with pytest.raises(MCPError):
         runtime.list_tools(other.list_tools().next_cursor)  # a cursor of another manifest
     for name in ("secret_admin", "nope"):
@@ -393,12 +394,13 @@ async def test_pagination_order_and_forbidden_tools(upstream: str) -> None:
 def test_bad_manifests_are_config_errors(upstream: str) -> None:
     bad_schema = tool("t", op("GET", "/echo"), input_schema={"type": "nonsense"})
     with pytest.raises(ConfigError, match="tool t: invalid JSON Schema"):
-        Runtime(manifest(upstream, bad_schema), check_schemas=True)  # compiled manifests skip this check
+        # compiled manifests skip this check
+        Runtime(manifest(upstream, bad_schema), RuntimeOptions(check_schemas=True))
     bad_expr = tool("t", op("GET", "/echo"), response=ResponseSpec(select="items[?"))
     with pytest.raises(ConfigError, match="tool t: invalid JMESPath"):
         Runtime(manifest(upstream, bad_expr))
     with pytest.raises(ConfigError, match="allowed_hosts"):
-        http_app(manifest(upstream, tool("t", op("GET", "/echo"))), host="0.0.0.0")
+        http_app(Runtime(manifest(upstream, tool("t", op("GET", "/echo")))), HttpOptions(host="0.0.0.0"))
 
 
 @pytest.mark.anyio
@@ -515,7 +517,7 @@ LEGACY = "2025-11-25"
 @pytest.mark.anyio
 @pytest.mark.parametrize(("mode", "protocol"), [("legacy", LEGACY), ("auto", MODERN)])
 async def test_in_process_client(upstream: str, mode: str, protocol: str) -> None:
-    runtime = Runtime(mcp_manifest(upstream), environ={"PET_TOKEN": CANARY}, page_size=2)
+    runtime = Runtime(mcp_manifest(upstream), RuntimeOptions(environ={"PET_TOKEN": CANARY}, page_size=2))
     async with Client(runtime.build_server(), mode=mode) as client:  # type: ignore[arg-type]
         await exercise(client, protocol)
     await runtime.aclose()
@@ -524,8 +526,9 @@ async def test_in_process_client(upstream: str, mode: str, protocol: str) -> Non
 STDIO_SERVER = (
     "import functools, sys, anyio\n"
     "from openapi2mcp.manifest import Manifest\n"
-    "from openapi2mcp.runtime import serve_stdio\n"
-    "anyio.run(functools.partial(serve_stdio, Manifest.read(sys.argv[1]), log_level='DEBUG', page_size=2))\n"
+    "from openapi2mcp.runtime import Runtime, RuntimeOptions, serve_stdio\n"
+    "runtime = Runtime(Manifest.read(sys.argv[1]), RuntimeOptions(page_size=2))\n"
+    "anyio.run(functools.partial(serve_stdio, runtime, log_level='DEBUG'))\n"
 )
 
 
@@ -557,7 +560,8 @@ async def test_stdio_client(upstream: str, tmp_path: Path, mode: str, protocol: 
 @pytest.mark.parametrize("stateless", [False, True])
 async def test_streamable_http_both_eras(upstream: str, stateless: bool) -> None:
     m = mcp_manifest(upstream)
-    app = http_app(m, stateless=stateless, environ={"PET_TOKEN": CANARY}, page_size=2)
+    runtime = Runtime(m, RuntimeOptions(environ={"PET_TOKEN": CANARY}, page_size=2))
+    app = http_app(runtime, HttpOptions(stateless=stateless))
     with serve_in_thread(app) as base:
         for mode, protocol in (("legacy", LEGACY), ("auto", MODERN)):
             async with Client(base + "/mcp", mode=mode) as client:  # type: ignore[arg-type]
@@ -594,8 +598,9 @@ def test_serve_http_starts_and_shuts_down_gracefully(upstream: str, tmp_path: Pa
     code = (
         "import functools, sys, anyio\n"
         "from openapi2mcp.manifest import Manifest\n"
-        "from openapi2mcp.runtime import serve_http\n"
-        f"anyio.run(functools.partial(serve_http, Manifest.read(sys.argv[1]), port={port}, log_level='info'))\n"
+        "from openapi2mcp.runtime import HttpOptions, Runtime, serve_http\n"
+        "runtime = Runtime(Manifest.read(sys.argv[1]))\n"
+        f"anyio.run(functools.partial(serve_http, runtime, HttpOptions(port={port}), log_level='info'))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PET_TOKEN": CANARY}
     proc = subprocess.Popen([sys.executable, "-c", code, str(path)], env=env, cwd=ROOT, stderr=subprocess.PIPE)

@@ -32,7 +32,7 @@ from openapi2mcp.manifest import Manifest
 from openapi2mcp.overlay import read_overlay
 from openapi2mcp.overlay.reading import parse_overlay
 from openapi2mcp.result import error_of
-from openapi2mcp.runtime import Runtime
+from openapi2mcp.runtime import Runtime, RuntimeOptions
 from openapi2mcp.runtime.access import Caller
 from openapi2mcp.runtime.policy import Asker, InputRequired, parse_auto_approve
 from openapi2mcp.runtime.signing import Signer
@@ -85,7 +85,7 @@ def env_for(up: Upstream, **extra: str) -> dict[str, str]:
 
 
 def runtime_for(up: Upstream, m: Manifest, audit: Path | str | None = None, **opts: Any) -> Runtime:
-    return Runtime(m, environ=env_for(up), audit_log=str(audit) if audit is not None else None, **opts)
+    return Runtime(m, RuntimeOptions(environ=env_for(up), audit_log=str(audit) if audit is not None else None, **opts))
 
 
 def audit_lines(path: Path, phase: str | None = "result") -> list[dict[str, Any]]:
@@ -388,11 +388,11 @@ async def test_auto_approve_high_is_recorded(up: Upstream, manifest: Manifest, t
     assert (deleted["confirmation"], deleted["outcome"], deleted["risk"]) == ("auto_approved", "ok", "high")
     assert refused["confirmation"] == "unavailable"  # critical is not auto-approved by `high`
     # the environment variable does the same for the package runner and `serve`
-    by_env = Runtime(manifest, environ=env_for(up, OPENAPI2MCP_AUTO_APPROVE="high,critical"))
+    by_env = Runtime(manifest, RuntimeOptions(environ=env_for(up, OPENAPI2MCP_AUTO_APPROVE="high,critical")))
     assert by_env.policy.auto_approve == {"high", "critical"}
     await by_env.aclose()
     with pytest.raises(ConfigError, match="high and/or critical"):
-        Runtime(manifest, environ=env_for(up, OPENAPI2MCP_AUTO_APPROVE="everything"))
+        Runtime(manifest, RuntimeOptions(environ=env_for(up, OPENAPI2MCP_AUTO_APPROVE="everything")))
 
 
 @pytest.mark.anyio
@@ -499,8 +499,8 @@ async def test_dry_run_tokens_expire_and_work_across_replicas(up: Upstream, mani
     expired = runtime_for(up, manifest, auto_approve="critical", signer=later)
     body = err(await expired.call("emails_bulk_send", {**BULK, "dryRunToken": token}))
     assert body["code"] == "DRY_RUN_REQUIRED" and "expired" in body["message"]
-    other_key = Runtime(manifest, environ={**env_for(up), "OPENAPI2MCP_SIGNING_KEY": "another-key-" + "x" * 30},
-                        auto_approve="critical")
+    other_key = Runtime(manifest, RuntimeOptions(
+        environ={**env_for(up), "OPENAPI2MCP_SIGNING_KEY": "another-key-" + "x" * 30}, auto_approve="critical"))
     assert "altered" in err(await other_key.call("emails_bulk_send", {**BULK, "dryRunToken": token}))["message"]
     stranger = Caller(id="someone-else", transport="http", all_scopes=True)
     refused = err(await issuer.call("emails_bulk_send", {**BULK, "dryRunToken": token}, caller=stranger))

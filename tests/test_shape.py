@@ -9,7 +9,9 @@ import pytest
 from openapi2mcp.errors import ToolFailure
 from openapi2mcp.manifest import ResponseSpec, compile_schema
 from openapi2mcp.shape import Shaper, describe_error, dumps, error_path, notice, truthy
-from openapi2mcp.shape.shape import first_error, fit, json_size
+from openapi2mcp.shape.cut import fit
+from openapi2mcp.shape.describe import first_error
+from openapi2mcp.shape.jsonsize import json_size
 
 ITEMS = {"items": [{"id": i, "name": f"item {i}", "tags": ["a", "b", "c"]} for i in range(50)], "total": 50}
 ITEM_SCHEMA = {

@@ -26,7 +26,7 @@ from openapi2mcp.manifest import Manifest
 from openapi2mcp.overlay import read_overlay
 from openapi2mcp.overlay.reading import parse_overlay
 from openapi2mcp.result import error_of
-from openapi2mcp.runtime import Runtime
+from openapi2mcp.runtime import Runtime, RuntimeOptions
 from openapi2mcp.runtime.signing import Signer, SigningKeyError, TokenError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,7 +57,7 @@ def manifest() -> Manifest:
 
 def runtime_for(m: Manifest, up: Upstream, *, signer: Signer | None = None, key: str = KEY) -> Runtime:
     env = {"PETSTORE_URL": up.base_url, "OPENAPI2MCP_SIGNING_KEY": key}
-    return Runtime(m, environ=env, signer=signer)
+    return Runtime(m, RuntimeOptions(environ=env, signer=signer))
 
 
 @pytest.fixture
@@ -249,7 +249,8 @@ async def test_an_api_key_echoed_in_a_link_never_reaches_the_cursor(up: Upstream
             pagination: {style: link, page_size: 3}
         """)
     m = compile_manifest(load_spec(str(SPEC)), [parse_overlay(overlay, "tasks.yaml")]).manifest
-    rt = Runtime(m, environ={"PETSTORE_URL": up.base_url, "PET_KEY": secret, "OPENAPI2MCP_SIGNING_KEY": KEY})
+    env = {"PETSTORE_URL": up.base_url, "PET_KEY": secret, "OPENAPI2MCP_SIGNING_KEY": KEY}
+    rt = Runtime(m, RuntimeOptions(environ=env))
     link = f'<{up.base_url}/pets-linked?page=2&per_page=3&api_key={secret}>; rel="next"'
     up.fault(operation="listPetsLinked", kind="status", status=200, body=[{"id": "1", "name": "Rex"}],
              headers={"Link": link})

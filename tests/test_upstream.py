@@ -12,14 +12,15 @@ import json
 import time
 from typing import Any
 
+import httpx2
 import pytest
 
 from openapi2mcp.errors import ToolFailure
 from openapi2mcp.manifest import AuthSpec, BodySpec, FailureMode, Manifest, ParamSpec, TimeoutSpec
 from openapi2mcp.result import error_of
-from openapi2mcp.runtime import Runtime
-from openapi2mcp.upstream import ConfigError, Redactor
-from openapi2mcp.upstream.upstream import (
+from openapi2mcp.runtime import Runtime, RuntimeOptions
+from openapi2mcp.upstream import ConfigError, Redactor, Upstream
+from openapi2mcp.upstream.request import (
     cookie_pairs,
     encode_body,
     header_value,
@@ -55,7 +56,7 @@ def qs(pairs: list[tuple[str, str]]) -> str:
 
 async def call(m: Manifest, name: str, args: dict[str, Any], env: dict[str, str] | None = None) -> dict[str, Any]:
     """Call a tool on a fresh Runtime; the result as the wire JSON a client would see."""
-    runtime = Runtime(m, environ=env or {})
+    runtime = Runtime(m, RuntimeOptions(environ=env or {}))
     try:
         result = await runtime.call(name, args)
     finally:
@@ -423,7 +424,7 @@ async def test_auth_kinds_reach_the_upstream_and_are_redacted(
     upstream: str, auth: AuthSpec, where: str, expected: str
 ) -> None:
     m = manifest(upstream, tool("me", op("GET", "/echo/me")), auth=auth)
-    runtime = Runtime(m, environ={"TOKEN": CANARY, "USER": "bob"})
+    runtime = Runtime(m, RuntimeOptions(environ={"TOKEN": CANARY, "USER": "bob"}))
     try:
         prepared_headers = runtime.upstream.settings.headers
         cookies = runtime.upstream.settings.cookies
@@ -479,20 +480,20 @@ def test_redactor_finds_secrets_in_keys_values_and_json_escapes() -> None:
 def test_missing_secret_blocks_start_up_naming_variable_and_key(upstream: str) -> None:
     m = manifest(upstream, tool("me", op("GET", "/echo")), auth=AuthSpec(type="bearer", value="${API_TOKEN}"))
     with pytest.raises(ConfigError) as info:
-        Runtime(m, environ={})
+        Runtime(m, RuntimeOptions(environ={}))
     assert "API_TOKEN" in str(info.value)
     assert "upstream.auth.value" in str(info.value)
     with pytest.raises(ConfigError, match=r"upstream\.auth\.value is empty"):
-        Runtime(m, environ={"API_TOKEN": ""})
+        Runtime(m, RuntimeOptions(environ={"API_TOKEN": ""}))
     m2 = manifest(upstream, tool("me", op("GET", "/echo")), headers={"X-Api-Key": "${KEY}"})
     with pytest.raises(ConfigError, match=r"KEY.*upstream\.headers\.X-Api-Key"):
-        Runtime(m2, environ={})
+        Runtime(m2, RuntimeOptions(environ={}))
 
 
 @pytest.mark.anyio
 async def test_missing_secret_can_be_deferred_to_calls(upstream: str) -> None:
     m = manifest(upstream, tool("me", op("GET", "/echo")), auth=AuthSpec(type="bearer", value="${API_TOKEN}"))
-    runtime = Runtime(m, environ={}, require_secrets=False)
+    runtime = Runtime(m, RuntimeOptions(environ={}, require_secrets=False))
     assert [t.name for t in runtime.list_tools().tools] == ["me"]
     result = await runtime.call("me", {})
     body = error_of(result)
@@ -511,7 +512,7 @@ async def test_missing_secret_can_be_deferred_to_calls(upstream: str) -> None:
 )
 def test_bad_base_url_is_a_config_error(base: str, pattern: str) -> None:
     with pytest.raises(ConfigError, match=pattern):
-        Runtime(manifest(base, tool("me", op("GET", "/echo"))), environ={})
+        Runtime(manifest(base, tool("me", op("GET", "/echo"))), RuntimeOptions(environ={}))
 
 
 @pytest.mark.anyio
@@ -751,7 +752,7 @@ async def test_a_stale_pooled_connection_is_retried_once_for_idempotent_requests
     port = listener.sockets[0].getsockname()[1]
     get = tool("get", op("GET", "/thing"))
     post = tool("post", op("POST", "/thing"))
-    runtime = Runtime(manifest(f"http://127.0.0.1:{port}", get, post), environ={})
+    runtime = Runtime(manifest(f"http://127.0.0.1:{port}", get, post), RuntimeOptions(environ={}))
     try:
         first = await runtime.call("get", {})
         second = await runtime.call("get", {})  # reuses the connection: dropped, resent on a new one
@@ -765,6 +766,43 @@ async def test_a_stale_pooled_connection_is_retried_once_for_idempotent_requests
     finally:
         await runtime.aclose()
         listener.close()
+
+
+# ----------------------------------------------------------------------------- transport failures (unit)
+
+
+def _broken_connection(kind: type[httpx2.TransportError]) -> Any:
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        raise kind("injected", request=request)
+
+    return handler
+
+
+def _bad_gzip(request: httpx2.Request) -> httpx2.Response:
+    return httpx2.Response(200, headers={"content-encoding": "gzip", "content-type": "application/json"},
+                           stream=httpx2.ByteStream(b"this is not gzip"))  # read (and decoded) by the client
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("handler", "code", "words"), [
+    (_broken_connection(httpx2.ConnectTimeout), "UPSTREAM_UNAVAILABLE", "did not accept a connection in time"),
+    (_broken_connection(httpx2.ConnectError), "UPSTREAM_UNAVAILABLE", "could not reach the upstream (ConnectError)"),
+    (_broken_connection(httpx2.ReadTimeout), "UPSTREAM_TIMEOUT", "did not answer in time"),
+    (_bad_gzip, "UPSTREAM_INVALID_RESPONSE", "could not be decoded (bad compression)"),
+])
+async def test_transport_failures_become_stable_errors(handler: Any, code: str, words: str) -> None:
+    """`Upstream.fetch` over an injected transport: what no real server does on cue (a connect
+    timeout, a body whose compression is broken) becomes its stable error, retryable or not."""
+    operation = op("GET", "/thing")
+    client = Upstream(manifest("http://api.test").upstream, {}, transport=httpx2.MockTransport(handler))
+    try:
+        with pytest.raises(ToolFailure) as failure:
+            await client.fetch(operation, {}, lambda e: None, requests=[])
+    finally:
+        await client.aclose()
+    assert failure.value.error.code == code
+    assert words in failure.value.error.message
+    assert failure.value.error.retryable is (code != "UPSTREAM_INVALID_RESPONSE")
 
 
 @pytest.mark.anyio

@@ -26,9 +26,9 @@ from starlette.routing import Route
 
 from openapi2mcp.manifest import UpstreamSpec
 from openapi2mcp.result import error_of
-from openapi2mcp.runtime import Runtime
+from openapi2mcp.runtime import Runtime, RuntimeOptions
 from openapi2mcp.upstream import ConfigError, relative_server_notice
-from openapi2mcp.upstream.upstream import base_url, resolve_settings
+from openapi2mcp.upstream.settings import base_url, resolve_settings
 from tests.e2e_support import McpSession, no_traceback, ok, portal, run_cli
 from tests.helpers import compile_text
 from tests.local import serve_in_thread
@@ -203,7 +203,7 @@ async def test_raw_mode_without_a_declared_scheme_takes_credentials_from_the_env
     upstream: str, tmp_path: Path, env: dict[str, str], scheme: str
 ) -> None:
     m = compile_text(tmp_path, _swagger(upstream, {}), all_operations=True).manifest
-    runtime = Runtime(m, environ=env)
+    runtime = Runtime(m, RuntimeOptions(environ=env))
     result = await runtime.call("listItems", {})
     await runtime.aclose()
     assert not result.is_error, result
@@ -213,22 +213,23 @@ async def test_raw_mode_without_a_declared_scheme_takes_credentials_from_the_env
 @pytest.mark.anyio
 async def test_a_401_without_a_credential_says_what_to_set(upstream: str, tmp_path: Path) -> None:
     m = compile_text(tmp_path, _swagger(upstream, {}), all_operations=True).manifest
-    runtime = Runtime(m, environ={})
+    runtime = Runtime(m, RuntimeOptions(environ={}))
     body = error_of(await runtime.call("listItems", {}))
     assert body is not None and body["code"] == "UNAUTHORIZED"
     assert "the spec declares no security scheme; set OPENAPI2MCP_TOKEN" in body["message"]
     assert "Please authenticate yourself" in body["message"]  # the upstream's own words are kept
     with pytest.raises(ConfigError, match="both OPENAPI2MCP_TOKEN and OPENAPI2MCP_USERNAME"):
-        Runtime(m, environ={"OPENAPI2MCP_TOKEN": TOKEN, "OPENAPI2MCP_USERNAME": USER})
+        Runtime(m, RuntimeOptions(environ={"OPENAPI2MCP_TOKEN": TOKEN, "OPENAPI2MCP_USERNAME": USER}))
     # a declared scheme whose optional variable is not set: the variable is named
     declared = _swagger(upstream, {"basic": {"type": "basic"}})
     m = compile_text(tmp_path, declared, all_operations=True).manifest
-    runtime = Runtime(m, environ={})
+    runtime = Runtime(m, RuntimeOptions(environ={}))
     body = error_of(await runtime.call("listItems", {}))
     assert body is not None and body["code"] == "UNAUTHORIZED"
     assert "No credential was sent: OPENAPI2MCP_USERNAME and OPENAPI2MCP_PASSWORD are not set." in body["message"]
     # with credentials, a 401 is about them, as before
-    runtime = Runtime(m, environ={"OPENAPI2MCP_USERNAME": USER, "OPENAPI2MCP_PASSWORD": "wrong-password"})
+    env = {"OPENAPI2MCP_USERNAME": USER, "OPENAPI2MCP_PASSWORD": "wrong-password"}
+    runtime = Runtime(m, RuntimeOptions(environ=env))
     body = error_of(await runtime.call("listItems", {}))
     await runtime.aclose()
     assert body is not None and "refused the server's credentials" in body["message"]

@@ -22,7 +22,7 @@ from starlette.routing import Route
 
 from openapi2mcp.manifest import AuthSpec, Manifest
 from openapi2mcp.result import error_of
-from openapi2mcp.runtime import Runtime
+from openapi2mcp.runtime import Runtime, RuntimeOptions
 from openapi2mcp.upstream.errorbody import read_complaint
 from tests.helpers import compile_text
 from tests.local import serve_in_thread
@@ -173,7 +173,7 @@ def failing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Manifest]:
 
 
 async def failure(m: Manifest, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    runtime = Runtime(m, environ={"FAIL_TOKEN": TOKEN})
+    runtime = Runtime(m, RuntimeOptions(environ={"FAIL_TOKEN": TOKEN}))
     try:
         async with Client(runtime.build_server()) as client:  # type: ignore[arg-type]
             result = await client.call_tool(name, arguments)

@@ -90,7 +90,7 @@ def run_demo(*, serve: bool = False, port: int = 8000) -> None:
     from openapi2mcp.loader import load_spec
     from openapi2mcp.manifest import BASE_URL_VAR
     from openapi2mcp.overlay import read_overlay
-    from openapi2mcp.runtime import http_app
+    from openapi2mcp.runtime import Runtime, RuntimeOptions, http_app
 
     ex = examples_package()
     spec_path = Path(ex.spec_path_of(EXAMPLE))
@@ -113,7 +113,7 @@ def run_demo(*, serve: bool = False, port: int = 8000) -> None:
         mcp_port = port if serve else _free_port()
         # the demo's upstream is the one it started, whatever $OPENAPI2MCP_BASE_URL says
         env = {k: v for k, v in os.environ.items() if k != BASE_URL_VAR}
-        with _serving(http_app(manifest, environ=env), mcp_port) as url:
+        with _serving(http_app(Runtime(manifest, RuntimeOptions(environ=env))), mcp_port) as url:
             _say(f"3. MCP server   {url}  (Streamable HTTP; stdio with `openapi2mcp serve`)")
             anyio.run(_tour, url)
             if serve:

@@ -4,40 +4,42 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from openapi2mcp.runtime.options import ENV_PREFIX, LIMIT_FLAGS, HttpLimits
+from openapi2mcp.runtime.options import (
+    ENV_PREFIX,
+    LIMIT_FLAGS,
+    AuthOptions,
+    HttpLimits,
+    HttpOptions,
+    RuntimeOptions,
+)
 
 if TYPE_CHECKING:
     from openapi2mcp.runtime.access import SCOPES_VAR, local_caller
-    from openapi2mcp.runtime.auth import AuthOptions, auth_config, require_public_url
-    from openapi2mcp.runtime.core import (
-        Runtime,
-        configure_logging,
-        http_app,
-        serve_http,
-        serve_stdio,
-        transport_security,
-    )
+    from openapi2mcp.runtime.auth import auth_config, require_public_url
+    from openapi2mcp.runtime.core import Runtime
+    from openapi2mcp.runtime.gone import client_gone, describe, leaves
+    from openapi2mcp.runtime.http import http_app, serve_http, transport_security
     from openapi2mcp.runtime.httpguard import uvicorn_settings
-    from openapi2mcp.runtime.stdio import client_gone, describe, leaves
+    from openapi2mcp.runtime.logs import configure_logging
+    from openapi2mcp.runtime.stdio import serve_stdio
 
-# The server and its transports load on first use: the CLI reads the option defaults above
-# without importing the MCP SDK.
+# The server and its transports load on first use (start-up time): the CLI reads the option
+# defaults above without importing the MCP SDK, and stdio never loads the HTTP transport.
 _LAZY = {
     "SCOPES_VAR": "openapi2mcp.runtime.access",
     "local_caller": "openapi2mcp.runtime.access",
-    "AuthOptions": "openapi2mcp.runtime.auth",
     "auth_config": "openapi2mcp.runtime.auth",
     "require_public_url": "openapi2mcp.runtime.auth",
     "Runtime": "openapi2mcp.runtime.core",
-    "configure_logging": "openapi2mcp.runtime.core",
-    "http_app": "openapi2mcp.runtime.core",
-    "serve_http": "openapi2mcp.runtime.core",
-    "serve_stdio": "openapi2mcp.runtime.core",
-    "transport_security": "openapi2mcp.runtime.core",
+    "configure_logging": "openapi2mcp.runtime.logs",
+    "http_app": "openapi2mcp.runtime.http",
+    "serve_http": "openapi2mcp.runtime.http",
+    "serve_stdio": "openapi2mcp.runtime.stdio",
+    "transport_security": "openapi2mcp.runtime.http",
     "uvicorn_settings": "openapi2mcp.runtime.httpguard",
-    "client_gone": "openapi2mcp.runtime.stdio",
-    "describe": "openapi2mcp.runtime.stdio",
-    "leaves": "openapi2mcp.runtime.stdio",
+    "client_gone": "openapi2mcp.runtime.gone",
+    "describe": "openapi2mcp.runtime.gone",
+    "leaves": "openapi2mcp.runtime.gone",
 }
 
 
@@ -56,7 +58,9 @@ __all__ = [
     "SCOPES_VAR",
     "AuthOptions",
     "HttpLimits",
+    "HttpOptions",
     "Runtime",
+    "RuntimeOptions",
     "auth_config",
     "client_gone",
     "configure_logging",

@@ -186,7 +186,7 @@ class AuditLog:
 
 @dataclass
 class AuditRecord:
-    """What one call's lines say; filled in as the call goes (policy.py and runtime.py)."""
+    """What one call's lines say; filled in as the call goes (policy.py, admission.py, calls.py)."""
 
     event: Literal["tool_call", "resource_read"]
     trace_id: str

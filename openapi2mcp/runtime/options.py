@@ -1,21 +1,56 @@
-"""TODO docstring."""
+"""The options of a Runtime and of its HTTP transport: typed, frozen, with the defaults of `openapi2mcp serve`.
+
+Standard library only (the types named under TYPE_CHECKING are not imported), so that the CLIs
+take their defaults without importing the MCP SDK, uvicorn or the runtime itself.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    pass
+    import httpx2
+
+    from openapi2mcp.manifest import RateLimitSpec
+    from openapi2mcp.runtime.access import Caller
+    from openapi2mcp.runtime.audit import AuditLog
+    from openapi2mcp.runtime.auth import AuthConfig
+    from openapi2mcp.runtime.signing import Signer
 
 
 ENV_PREFIX: Final = "OPENAPI2MCP_"
+LOOPBACK: Final = ("127.0.0.1", "localhost", "::1")  # binds only this machine reaches
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding `host` serves this machine only ("" too: the server's own default bind)."""
+    return host in LOOPBACK or host == ""
+DEFAULT_MAX_BINARY_BYTES: Final = 4_000_000
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    """How a Runtime serves its Manifest; flags here win over the OPENAPI2MCP_* variables of `environ`."""
+
+    environ: Mapping[str, str] | None = None  # ${VAR}s, secrets and OPENAPI2MCP_* come from here (None: os.environ)
+    page_size: int = 100  # tools/list and resources/list pages
+    require_secrets: bool = True  # False: a missing secret fails the calls that need it, not the start-up
+    max_binary_bytes: int = DEFAULT_MAX_BINARY_BYTES  # a larger binary result is RESPONSE_TOO_LARGE
+    signer: Signer | None = None  # cursors, idempotency keys, dry-run tokens (None: OPENAPI2MCP_SIGNING_KEY)
+    check_schemas: bool = False  # check each schema against the metaschema (hand-built Manifests)
+    local: Caller | None = None  # the caller without a token (None: the local user, every scope)
+    rate_limit: RateLimitSpec | None = None  # replaces the overlay's upstream.rate_limit
+    auto_approve: str | Iterable[str] | None = None  # risks confirmed without asking (None: OPENAPI2MCP_AUTO_APPROVE)
+    audit_log: AuditLog | str | None = None  # a path, "-" (stderr) or a log (None: OPENAPI2MCP_AUDIT_LOG)
+    upstream_transport: httpx2.AsyncBaseTransport | None = None  # what sends upstream requests (None: the network)
 
 
 @dataclass(frozen=True)
 class HttpLimits:
-    """The HTTP transport's limits (openapi2mcp.httpguard applies them; docs/access.md has the table).
+    """The HTTP transport's limits (httpguard.py applies them; docs/access.md has the table).
 
     Here, not in httpguard, so that the CLIs take their defaults without importing uvicorn.
     """
@@ -45,3 +80,33 @@ LIMIT_FLAGS: Final = (
     ("sessions_per_caller", "--max-sessions-per-caller", int,
      "open MCP sessions per token subject or client address; more get 429 (0: no cap)"),
 )
+
+
+@dataclass(frozen=True)
+class AuthOptions:
+    """The auth flags of `serve` and of a frozen package (each package flag has an env variable);
+    auth.auth_config turns them into an AuthConfig."""
+
+    tokens_file: str | None = None
+    jwks_url: str | None = None
+    issuer: str | None = None
+    audience: str | None = None
+    auth_server: str | None = None
+    resource_url: str | None = None
+    no_auth: bool = False
+
+
+@dataclass(frozen=True)
+class HttpOptions:
+    """How the Streamable HTTP transport serves a Runtime (http.py)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000  # serve_http only
+    path: str = "/mcp"
+    stateless: bool = False  # no MCP session: every request stands alone
+    json_response: bool = True  # False: SSE answers, so 2025-11-25 clients can be asked mid-call
+    allowed_hosts: Sequence[str] | None = None  # Host header values; needed off loopback ("*": no check)
+    allowed_origins: Sequence[str] | None = None  # None: the allowed hosts over http and https
+    auth: AuthConfig | None = None  # auth.auth_config; None: no auth, which off loopback needs `no_auth`
+    no_auth: bool = False
+    limits: HttpLimits = HttpLimits()

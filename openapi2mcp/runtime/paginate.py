@@ -317,7 +317,7 @@ def _dot_segment(path: str) -> bool:
 def check_link(url: str, base: httpx2.URL, source: str = "Link header") -> None:
     """A next-page URL must be on the upstream's origin, under its base path, without credentials.
 
-    The same origin check as redirects (upstream.py): scheme, host and port; and the path stays
+    The same origin check as redirects (upstream/client.py): scheme, host and port; and the path stays
     under the base URL's path (no dot segments that a server would resolve out of it).
     """
     parts = urlsplit(url)

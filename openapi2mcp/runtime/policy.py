@@ -48,7 +48,7 @@ from openapi2mcp.manifest import (
     needs_confirmation,
 )
 from openapi2mcp.runtime.access import Caller
-from openapi2mcp.runtime.audit import AuditRecord
+from openapi2mcp.runtime.audit import AuditRecord, redact_arguments
 from openapi2mcp.runtime.display import Shown, show, show_text
 from openapi2mcp.runtime.signing import Signer, TokenError, digest
 from openapi2mcp.upstream import SECRET_HEADER, EncodedBody, Prepared, Redactor, is_json_media
@@ -405,8 +405,6 @@ def describe_request(prepared: Prepared, redactor: Redactor, sensitive: Iterable
 
 
 def _body(body: EncodedBody, redactor: Redactor, sensitive: set[str]) -> Any:
-    from openapi2mcp.runtime.audit import redact_arguments
-
     if body.content is not None:
         media = body.content_type or ""
         if is_json_media(media):

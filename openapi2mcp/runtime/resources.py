@@ -126,7 +126,7 @@ class _Resource:
 
     def arguments(self, values: Mapping[str, str]) -> dict[str, Any]:
         """The URI's values as operation arguments (converted to the parameters' types), or ARGUMENT_INVALID."""
-        out = {name: _coerce(text, self.spec.variables.get(name, {})) for name, text in values.items()}
+        out = {name: coerce_variable(text, self.spec.variables.get(name, {})) for name, text in values.items()}
         for tool, validator in [("", self.validator), *self.narrowed]:
             for error in validator.iter_errors(out):
                 where = error_path(error.absolute_path)
@@ -136,7 +136,7 @@ class _Resource:
         return out
 
 
-def _coerce(text: str, schema: Mapping[str, Any]) -> Any:
+def coerce_variable(text: str, schema: Mapping[str, Any]) -> Any:
     """A URI variable is text; give the operation the type its parameter declares."""
     kinds = schema.get("type")
     kinds = [kinds] if isinstance(kinds, str) else kinds if isinstance(kinds, list) else []

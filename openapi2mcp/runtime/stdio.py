@@ -1,12 +1,9 @@
-"""The stdio transport's edges: reading stdin, and telling a client that left from a bug.
+"""The stdio transport: `serve_stdio`, and the reading of stdin it needs.
 
-A client may go away at any moment: close stdin (the end of input, the normal way to stop a
-stdio server), stop reading stdout (the server's next write gets EPIPE), or die. None of that is
-a fault of this server, so it ends the session quietly; anything else still escapes as a bug.
-
-Why stdin is read here and not by the SDK: `mcp.server.stdio` reads stdin in a worker thread that
-cannot be cancelled, so a client that closes stdout but keeps stdin open leaves the server blocked
-in that read forever, with no one to answer. Here a daemon thread reads the raw descriptor
+The session ends when the client closes stdin, and also, quietly, when it goes away in any other
+way (gone.py). Why stdin is read here and not by the SDK: `mcp.server.stdio` reads stdin in a
+worker thread that cannot be cancelled, so a client that closes stdout but keeps stdin open leaves
+the server blocked in that read forever, with no one to answer. Here a daemon thread reads the raw descriptor
 (`os.read`: no buffer lock for interpreter shutdown to wait on) and hands over whole lines; when
 the session ends, the thread is abandoned where it blocks and the process can exit.
 """
@@ -14,6 +11,7 @@ the session ends, the thread is abandoned where it blocks and the process can ex
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 from collections.abc import AsyncIterator
@@ -23,38 +21,15 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectReceiveStream
+from mcp.server.stdio import stdio_server
+
+from openapi2mcp.runtime.core import Runtime
+from openapi2mcp.runtime.gone import client_gone
+from openapi2mcp.runtime.logs import configure_logging
+
+log = logging.getLogger("openapi2mcp.runtime")
 
 _READ_SIZE: Final = 65536
-
-# What a transport raises when its peer is gone: the pipe or socket broke (EPIPE, ECONNRESET,
-# ECONNABORTED), or a stream of the SDK was closed under a writer or reader because of it.
-_GONE: Final = (ConnectionError, anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
-
-
-def leaves(error: BaseException) -> list[BaseException]:
-    """The exceptions inside an exception group (anyio task groups wrap what their tasks raise)."""
-    if isinstance(error, BaseExceptionGroup):
-        return [leaf for inner in error.exceptions for leaf in leaves(inner)]
-    return [error]
-
-
-def client_gone(error: BaseException) -> str | None:
-    """Why the client is gone when `error` says only that (every exception in a group), else None."""
-    found = leaves(error)
-    if not found or not all(isinstance(e, _GONE) for e in found):
-        return None
-    if any(isinstance(e, BrokenPipeError) for e in found):
-        return "it stopped reading the server's output (broken pipe)"
-    if any(isinstance(e, ConnectionError) for e in found):
-        return f"its connection was reset ({type(found[0]).__name__})"
-    return "its streams closed mid-session"
-
-
-def describe(error: BaseException, limit: int = 3) -> str:
-    """`Type: message` of an error, or of the errors inside a group (not "unhandled errors in a TaskGroup")."""
-    found = leaves(error) or [error]
-    text = "; ".join(f"{type(e).__name__}: {e}" for e in found[:limit])
-    return text + (f" (and {len(found) - limit} more)" if len(found) > limit else "")
 
 
 @contextlib.asynccontextmanager
@@ -96,3 +71,26 @@ async def stdin_lines(fd: int = 0) -> AsyncIterator[MemoryObjectReceiveStream[st
     finally:
         receive.close()
         os.dup2(source, fd)  # a reader thread blocked in os.read stays there; `source` stays open under it
+
+
+async def serve_stdio(runtime: Runtime, *, log_level: str | int | None = None) -> None:
+    """Serve `runtime` over stdin/stdout until the client leaves, then close it (logs go to stderr;
+    the SDK points fd 1 at stderr while serving).
+
+    The session ends when the client closes stdin, and also, quietly, when it goes away in any
+    other way (stdout closed: EPIPE; see gone.py): one log line, no error. Calls in flight are
+    cancelled (their audit lines say so).
+    """
+    if log_level is not None:
+        configure_logging(log_level)
+    server = runtime.build_server()
+    try:
+        async with stdin_lines() as lines, stdio_server(stdin=lines) as (read, write):  # type: ignore[arg-type]
+            await server.run(read, write, server.create_initialization_options())
+    except Exception as e:  # the transport's task group wraps what its reader and writer raise
+        why = client_gone(e)
+        if why is None:
+            raise
+        log.warning("the client went away: %s; the session is over", why)
+    finally:
+        await runtime.aclose()

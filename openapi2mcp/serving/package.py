@@ -257,7 +257,7 @@ def serve(
     import anyio
 
     from openapi2mcp.manifest import BASE_URL_VAR, parse_rate_limit
-    from openapi2mcp.runtime import Runtime, configure_logging, http_app, local_caller, transport_security
+    from openapi2mcp.runtime import Runtime, RuntimeOptions, configure_logging, local_caller
     from openapi2mcp.upstream import ConfigError, relative_server_notice
 
     env = os.environ if environ is None else environ
@@ -273,10 +273,10 @@ def serve(
         raise ConfigError(f"--rate-limit / OPENAPI2MCP_RATE_LIMIT: {e}") from None
     http = options.transport == "http"
     local = local_caller("http" if http else "stdio", local_scopes(options.scopes, env))
-    runtime = Runtime(manifest, environ=env, local=local, rate_limit=limit, auto_approve=options.auto_approve,
-                      audit_log=options.audit_log)  # resolves the upstream settings: a missing variable raises
+    runtime = Runtime(manifest, RuntimeOptions(  # resolves the upstream settings: a missing variable raises
+        environ=env, local=local, rate_limit=limit, auto_approve=options.auto_approve, audit_log=options.audit_log))
     if http:
-        from openapi2mcp.runtime import auth_config, require_public_url
+        from openapi2mcp.runtime import HttpOptions, auth_config, http_app, require_public_url, transport_security
 
         limits = options.http_limits or HttpLimits()
         security = transport_security(options.host, options.allowed_hosts, options.allowed_origins)  # a non-loopback
@@ -293,12 +293,12 @@ def serve(
     if not http:
         from openapi2mcp.runtime import serve_stdio
 
-        anyio.run(lambda: serve_stdio(manifest, runtime=runtime))
+        anyio.run(lambda: serve_stdio(runtime))
         return
-    app: ASGIApp = http_app(manifest, host=options.host, path=options.path, stateless=options.stateless,
-                            allowed_hosts=options.allowed_hosts, allowed_origins=options.allowed_origins,
-                            runtime=runtime, auth=auth, no_auth=options.auth.no_auth,
-                            json_response=not options.sse, limits=limits)
+    app: ASGIApp = http_app(runtime, HttpOptions(
+        host=options.host, port=options.port, path=options.path, stateless=options.stateless,
+        allowed_hosts=options.allowed_hosts, allowed_origins=options.allowed_origins, auth=auth,
+        no_auth=options.auth.no_auth, json_response=not options.sse, limits=limits))
     where = f"[{options.host}]" if ":" in options.host else options.host
     print(f"{prog}: serving {listed} tool(s) at http://{where}:{options.port}{options.path} "
           f"(auth: {auth.describe()}{'' if auth.enabled else '; anonymous callers have ' + local.describe()})",

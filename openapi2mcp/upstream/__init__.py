@@ -1,22 +1,15 @@
-"""Forwarding: one tool step becomes one HTTP request to the upstream REST API (httpx2)."""
+"""Forwarding: one tool step becomes one HTTP request to the upstream REST API (httpx2).
+
+See README.md in this folder for the flow and where each behaviour lives.
+"""
 
 from __future__ import annotations
 
-from openapi2mcp.upstream.upstream import (
-    FORWARDED_HEADERS,
-    SECRET_HEADER,
-    ConfigError,
-    EncodedBody,
-    Evaluate,
-    Payload,
-    Prepared,
-    Redactor,
-    Upstream,
-    UpstreamResponse,
-    check_json_arguments,
-    is_json_media,
-    relative_server_notice,
-)
+from openapi2mcp.upstream.client import FORWARDED_HEADERS, Upstream
+from openapi2mcp.upstream.request import EncodedBody, Evaluate, Prepared, check_json_arguments
+from openapi2mcp.upstream.response import Payload, UpstreamResponse, is_json_media
+from openapi2mcp.upstream.secrets import SECRET_HEADER, Redactor
+from openapi2mcp.upstream.settings import ConfigError, relative_server_notice
 
 __all__ = [
     "FORWARDED_HEADERS",

@@ -10,7 +10,7 @@ Prefect `{"exception_message", "exception_detail": [{loc, msg}]}`, RFC 9457 prob
 Cornice/Kinto `{"message", "details": [{location, name, description}]}`, `{"message"}`,
 `{"error_description"}`, `{"error": "..."}`. A body in none of them is quoted as it is (compact
 JSON, or the first line of text, also when a JSON label sits on plain text), except HTML pages.
-The caller redacts and clips what is returned (upstream.status_failure).
+The caller redacts and clips what is returned (failures.status_failure).
 
 A location (`["body", "flows", 0, "name"]`, `["query", "limit"]`, `/data/name`, `data.name`) is
 mapped back through the operation: query/path/header/cookie names through `ParamSpec.arg`, body

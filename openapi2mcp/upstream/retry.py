@@ -33,7 +33,7 @@ import anyio
 
 from openapi2mcp.errors import ErrorCode, ToolFailure
 from openapi2mcp.manifest import IDEMPOTENT_METHODS, RetrySpec
-from openapi2mcp.upstream.upstream import UpstreamResponse, _retry_after
+from openapi2mcp.upstream.response import UpstreamResponse, retry_after
 
 RETRY_STATUSES: Final = frozenset({429, 502, 503, 504})
 _RETRIED_FAILURES: Final = frozenset({ErrorCode.UPSTREAM_UNAVAILABLE, ErrorCode.UPSTREAM_TIMEOUT})
@@ -80,7 +80,7 @@ async def send(
         else:
             if spec is None or n >= spec.max_attempts or resp.status not in RETRY_STATUSES:
                 return resp
-            after = _retry_after(resp.headers)
+            after = retry_after(resp.headers)
             if after is not None and after > spec.max_retry_after:
                 return resp
             wait = after if after is not None else backoff(spec, n, rng)

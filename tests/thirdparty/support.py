@@ -361,7 +361,7 @@ def generated_target(args: list[str], env: Mapping[str, str]) -> Iterator[Target
     from openapi2mcp.compiler import compile_manifest
     from openapi2mcp.loader import load_spec
     from openapi2mcp.overlay import apply_oai_overlays, read_overlay
-    from openapi2mcp.upstream.upstream import base_url
+    from openapi2mcp.upstream.settings import base_url
     from tests.properties import served_in_memory  # hypothesis: loaded by the tests that use it
 
     spec = args[0]

@@ -1,0 +1,69 @@
+"""The MCP server: the SDK's low-level `Server` with thin handlers over a Runtime, for any transport.
+
+tools/list and tools/call learn the caller from the request context (access.py: the token's
+scopes over HTTP, the local user otherwise); a call sees only the overlay's
+`upstream.forward_headers` of the inbound request (FORWARDED_HEADERS). resources/* and prompts/*
+are installed by resources.py when the overlay defines some.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from typing import TYPE_CHECKING, Any
+
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+
+from openapi2mcp.runtime.access import caller_from_context, inbound_headers
+from openapi2mcp.runtime.policy import Asker, InputRequired
+from openapi2mcp.upstream import FORWARDED_HEADERS
+
+if TYPE_CHECKING:
+    from openapi2mcp.runtime.core import Runtime
+
+log = logging.getLogger("openapi2mcp.runtime")
+
+
+def build_server(runtime: Runtime, *, stateless: bool = False) -> Server[Any]:
+    """The SDK low-level server over `runtime`: handlers are thin; `Runtime.list_tools`/`call` do the work.
+
+    `stateless`: served over stateless HTTP, where a 2025-11-25 client has no session to be asked in.
+    """
+
+    async def on_list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        try:
+            return runtime.list_tools(params.cursor if params else None, caller_from_context(ctx, runtime.local))
+        except MCPError:
+            raise
+        except Exception:
+            log.error("tools/list failed:\n%s", traceback.format_exc())
+            raise MCPError(code=types.INTERNAL_ERROR, message="internal error; see the server log") from None
+
+    async def on_call_tool(
+        ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        caller = caller_from_context(ctx, runtime.local)
+        # only the overlay's upstream.forward_headers of the inbound request reach the upstream
+        forwarded = FORWARDED_HEADERS.set(inbound_headers(ctx, runtime.manifest.upstream.forward_headers) or None)
+        try:
+            return await runtime.call(params.name, params.arguments, caller=caller,
+                                      asker=Asker.from_context(ctx, params, stateless=stateless))
+        except InputRequired as needed:  # 2026-07-28: the client asks the user and calls again
+            return needed.result
+        finally:
+            FORWARDED_HEADERS.reset(forwarded)
+
+    server = runtime.manifest.server
+    mcp_server = Server(
+        server.name,
+        version=server.version,
+        title=server.title,
+        instructions=server.instructions,
+        on_list_tools=on_list_tools,
+        on_call_tool=on_call_tool,
+        get_tool_input_schema=runtime.input_schema,
+    )
+    runtime.catalog.install(mcp_server)  # resources/*, prompts/*: only when the overlay defines some
+    return mcp_server

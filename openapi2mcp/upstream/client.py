@@ -1,0 +1,292 @@
+"""The Upstream client: one pooled httpx2 client per Runtime, and the one path of every request.
+
+`Upstream.fetch` is how tool steps and resource reads send an operation: prepared (request.py),
+sent, retried when retry.py allows, every attempt recorded as provenance, an answer that is not
+2xx raised as its stable error (failures.py), the body decoded (response.py). No automatic
+redirects: a few same-origin ones are followed for GET/HEAD; the body is streamed and refused past
+`max_response_bytes`. The HTTP transport is injectable (`transport=`) for unit tests of one function.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from contextvars import ContextVar
+from typing import Any, Final
+
+import anyio
+import httpx2
+
+from openapi2mcp.errors import ErrorCode, ToolFailure
+from openapi2mcp.manifest import IDEMPOTENT_METHODS, FailureMode, OperationSpec, RetrySpec, UpstreamSpec
+from openapi2mcp.upstream import retry
+from openapi2mcp.upstream.failures import status_failure, timed_out, too_large, unavailable
+from openapi2mcp.upstream.request import (
+    RESERVED_HEADERS,
+    EncodedBody,
+    Evaluate,
+    Prepared,
+    pct,
+    prepare,
+    unsendable,
+)
+from openapi2mcp.upstream.response import Payload, UpstreamResponse, clip_quote, decode
+from openapi2mcp.upstream.secrets import Redactor, redact_logs
+from openapi2mcp.upstream.settings import origin, resolve_settings
+
+MAX_REDIRECTS: Final = 3
+
+
+# ============================================================================ forwarded inbound headers
+
+# The allowlisted headers of the inbound MCP request being served (overlay upstream.forward_headers;
+# set by the runtime around one tool call). They never replace a header the request already has.
+FORWARDED_HEADERS: ContextVar[Mapping[str, str] | None] = ContextVar("openapi2mcp_forwarded_headers", default=None)
+
+
+def add_forwarded(headers: dict[str, str]) -> None:
+    forwarded = FORWARDED_HEADERS.get()
+    if not forwarded:
+        return
+    present = {h.lower() for h in headers}
+    for name, value in forwarded.items():
+        if name.lower() not in present and name.lower() not in RESERVED_HEADERS:
+            headers[name] = value
+
+
+# ============================================================================ the client
+
+
+class Upstream:
+    """One pooled httpx2 client per Runtime; created lazily inside the serving event loop."""
+
+    def __init__(
+        self, spec: UpstreamSpec, env: Mapping[str, str], *, require_secrets: bool = True,
+        transport: httpx2.AsyncBaseTransport | None = None,
+    ) -> None:
+        """`transport`: what sends the requests (None: httpx2's own, over the network); a unit test of
+        one function passes an `httpx2.MockTransport`."""
+        self.spec = spec
+        self.settings = resolve_settings(spec, env, require_secrets=require_secrets)
+        self.transport = transport
+        self._client: httpx2.AsyncClient | None = None
+        redact_logs(self.settings.redactor)
+
+    @property
+    def redactor(self) -> Redactor:
+        return self.settings.redactor
+
+    @property
+    def client(self) -> httpx2.AsyncClient:
+        if self._client is None:
+            t = self.spec.timeout
+            self._client = httpx2.AsyncClient(
+                timeout=httpx2.Timeout(t.read, connect=t.connect, pool=t.connect),
+                # under the common 5 s keep-alive of servers (uvicorn, Node): reuse only connections
+                # the upstream has not yet closed
+                limits=httpx2.Limits(keepalive_expiry=4.0),
+                verify=self.spec.verify_tls,
+                follow_redirects=False,  # redirects are followed by hand, same origin only
+                transport=self.transport,
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()
+
+    def preview(
+        self, op: OperationSpec, inputs: Mapping[str, Any], evaluate: Evaluate, *,
+        headers: Mapping[str, str] | None = None,
+    ) -> Prepared:
+        """The request `send` would make, not sent (dry runs show it; `headers`: e.g. the idempotency key)."""
+        if self.settings.missing:
+            raise ToolFailure.of(
+                ErrorCode.CONFIGURATION_ERROR,
+                f"the server is not configured to call the upstream: {self.settings.missing}",
+            )
+        try:
+            prepared = prepare(self.settings, op, inputs, evaluate)
+        except UnicodeEncodeError as e:
+            raise unsendable(e, inputs) from None
+        for name, value in (headers or {}).items():  # the server's (idempotency key) replace any spelling
+            for same in [h for h in prepared.headers if h.lower() == name.lower()]:
+                del prepared.headers[same]
+            prepared.headers[name] = value
+        add_forwarded(prepared.headers)
+        return prepared
+
+    async def send(
+        self, op: OperationSpec, inputs: Mapping[str, Any], evaluate: Evaluate, *,
+        headers: Mapping[str, str] | None = None,
+    ) -> UpstreamResponse:
+        prepared = self.preview(op, inputs, evaluate, headers=headers)
+        client = self.client
+        body = prepared.body or EncodedBody()
+        try:
+            request = client.build_request(
+                prepared.method,
+                prepared.url,
+                headers=prepared.headers,
+                content=body.content,
+                data=body.data,
+                files=body.files,
+            )
+        except UnicodeEncodeError as e:  # form fields are encoded here
+            raise unsendable(e, inputs) from None
+        shown = prepared.shown
+        started = time.monotonic()
+        for hop in range(MAX_REDIRECTS + 1):
+            response = await self._send(client, request)
+            try:
+                if response.is_redirect and prepared.method in ("GET", "HEAD"):
+                    if hop == MAX_REDIRECTS:
+                        raise ToolFailure.of(
+                            ErrorCode.UPSTREAM_ERROR,
+                            f"the upstream redirected more than {MAX_REDIRECTS} times; not followed",
+                            status=response.status_code,
+                        )
+                    request, shown = self._redirect(client, request, response)
+                    continue
+                content = await self._read(response)
+            finally:
+                await response.aclose()
+            return UpstreamResponse(
+                status=response.status_code,
+                reason=response.reason_phrase,
+                headers=response.headers,
+                body=content,
+                method=prepared.method,
+                url=shown,
+                operation=op.id,
+                elapsed_ms=int((time.monotonic() - started) * 1000),
+            )
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def fetch(
+        self, op: OperationSpec, inputs: Mapping[str, Any], evaluate: Evaluate, *,
+        requests: list[dict[str, Any]], headers: Mapping[str, str] | None = None, retries: RetrySpec | None = None,
+        failure_modes: Mapping[str, FailureMode] | None = None, step: str | None = None,
+    ) -> tuple[UpstreamResponse, Payload]:
+        """One operation as tool steps and resource reads run it, start to finish.
+
+        Sent, and retried when retry.py allows (`headers` holding an idempotency key make a write
+        retryable; `retries`: the tool's, else the upstream's); every attempt is recorded in
+        `requests` (labelled with `step` when given); an answer that is not 2xx is raised as its
+        stable error (`failure_modes` first); the body comes back decoded.
+        """
+
+        plan = retry.plan(op.method, keyed=bool(headers), tool=retries, upstream=self.spec.retries)
+
+        def retried(entry: dict[str, Any]) -> None:
+            shown = {"operation": op.id, "method": op.method.upper(), **entry, "retried": True}
+            requests.append({**shown, "step": step} if step else shown)
+
+        try:
+            resp = await retry.send(lambda: self.send(op, inputs, evaluate, headers=headers), plan, on_retry=retried)
+        except anyio.get_cancelled_exc_class():  # the call was cancelled: the request may have reached the upstream
+            entry = {"operation": op.id, "method": op.method.upper(), "status": None, "cancelled": True}
+            requests.append({**entry, "step": step} if step else entry)
+            raise
+        requests.append(resp.provenance(step))
+        if not resp.ok:
+            raise self.failure(resp, op, failure_modes or {})
+        payload = decode(resp)
+        if payload.kind == "binary" and self.redactor.found(payload.raw):
+            # Bytes cannot be scrubbed without breaking the file, and a file holding the server's
+            # credential is an echo, not a document: refused (JSON and text are scrubbed instead).
+            raise ToolFailure.of(
+                ErrorCode.UPSTREAM_INVALID_RESPONSE,
+                f"the upstream's {payload.media_type or 'binary'} response holds a credential this server sends "
+                "upstream (it echoes the request); it is withheld",
+                status=resp.status,
+            )
+        return resp, payload
+
+    async def _send(self, client: httpx2.AsyncClient, request: httpx2.Request) -> httpx2.Response:
+        try:
+            try:
+                return await client.send(request, stream=True)
+            except (httpx2.RemoteProtocolError, httpx2.ReadError, httpx2.WriteError):
+                # A pooled keep-alive connection the upstream closed just as we reused it: the
+                # request never got an answer. Safe to send once more, on a fresh connection,
+                # when repeating it cannot do anything twice.
+                if request.method not in IDEMPOTENT_METHODS:
+                    raise
+                return await client.send(request, stream=True)
+        except httpx2.ConnectTimeout:
+            raise unavailable("the upstream did not accept a connection in time") from None
+        except httpx2.TimeoutException:
+            raise timed_out() from None
+        except httpx2.TransportError as e:
+            raise unavailable(f"could not reach the upstream ({type(e).__name__})") from None
+
+    def _redirect(
+        self, client: httpx2.AsyncClient, request: httpx2.Request, response: httpx2.Response
+    ) -> tuple[httpx2.Request, str]:
+        location = response.headers.get("location", "").strip()
+        if not location:
+            raise ToolFailure.of(
+                ErrorCode.UPSTREAM_ERROR,
+                f"the upstream answered {response.status_code} (a redirect) without a Location header; not followed",
+                status=response.status_code,
+            )
+        try:
+            target = request.url.join(location)
+            if target.scheme not in ("http", "https") or not target.host:
+                raise ValueError(location)
+        except Exception:  # httpx2.InvalidURL, ValueError, UnicodeError: whatever the parser makes of it
+            raise ToolFailure.of(
+                ErrorCode.UPSTREAM_ERROR,
+                f"the upstream answered {response.status_code} (a redirect) with a Location that is not an http(s) "
+                f"URL ({clip_quote(self.redactor.text(location), 120)!r}); not followed",
+                status=response.status_code,
+            ) from None
+        if origin(target) != self.settings.origin:
+            raise ToolFailure.of(
+                ErrorCode.UPSTREAM_ERROR,
+                "the upstream redirected to another origin; not followed",
+                status=response.status_code,
+            )
+        shown_params = list(target.params.multi_items())
+        if self.settings.query_auth:  # keep the API key on same-origin hops, never show it
+            name, value = self.settings.query_auth
+            kept = [(k, v) for k, v in shown_params if k != name]
+            target = target.copy_with(params=[*kept, (name, value)])
+            shown_params = [*kept, (name, "***")]
+        shown = str(target.copy_with(username=None, password=None, query=None))
+        if shown_params:
+            shown += "?" + "&".join(f"{pct(k)}={v if v == '***' else pct(v)}" for k, v in shown_params)
+        new = client.build_request(request.method, target, headers=request.headers)
+        return new, self.redactor.text(shown)
+
+    async def _read(self, response: httpx2.Response) -> bytes:
+        cap = self.spec.max_response_bytes
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > cap:
+            raise too_large(cap, response.status_code)
+        chunks: list[bytes] = []
+        total = 0
+        try:
+            async for chunk in response.aiter_bytes():
+                total += len(chunk)
+                if total > cap:
+                    raise too_large(cap, response.status_code)
+                chunks.append(chunk)
+        except httpx2.TimeoutException:
+            raise timed_out() from None
+        except httpx2.DecodingError:
+            raise ToolFailure.of(
+                ErrorCode.UPSTREAM_INVALID_RESPONSE,
+                "the upstream sent a body that could not be decoded (bad compression)",
+                status=response.status_code,
+            ) from None
+        except httpx2.TransportError as e:
+            raise unavailable(
+                f"the upstream connection broke while reading the response ({type(e).__name__})"
+            ) from None
+        return b"".join(chunks)
+
+    def failure(self, resp: UpstreamResponse, op: OperationSpec, modes: Mapping[str, FailureMode]) -> ToolFailure:
+        return status_failure(resp, op, modes, self.redactor, no_credential=self.settings.no_credential)
