@@ -22,6 +22,7 @@ from openapi2mcp.overlay.model import (
     VariantDef,
     apply_oai_overlays,
     overlay_json_schema,
+    parse_overlay,
     read_overlay,
 )
 
@@ -45,5 +46,6 @@ __all__ = [
     "VariantDef",
     "apply_oai_overlays",
     "overlay_json_schema",
+    "parse_overlay",
     "read_overlay",
 ]
