@@ -41,8 +41,10 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_TOOLS = 30
 MAX_ROUNDS = 25
+TOOL_BUDGET = 12_000  # bytes of one tool's definition in tools/list: larger ones lose their largest optional arguments
 _WHERE = re.compile(r"^tools\[(\d+)\](?:\([^)]*\))?(.*)$")
 # the compiler's words for an argument two branches of one tool cannot share
+_PAIR = re.compile(r"in (?:action|variant) '([^']+)' and (?:action|variant) '([^']+)'")
 _CLASH = re.compile(r"argument '([^']+)' means different things|has an argument called '([^']+)', which is the "
                     r"argument")
 
@@ -62,6 +64,7 @@ class Summary:
     raw_bytes: int
     tool_names: list[str] = field(default_factory=list)
     repairs: int = 0
+    rows: list[dict[str, Any]] = field(default_factory=list)  # per listed tool: name, risk, operations, bytes
 
     @property
     def listed_tokens(self) -> int:
@@ -128,14 +131,14 @@ def draft_overlay(spec: LoadedSpec, *, max_tools: int = DEFAULT_MAX_TOOLS, name:
     hidden.extend(_over(over, max_tools))
     setup = draft_setup(spec.document, raw, ops)
     repairs = 0
-    for _ in range(MAX_ROUNDS):
+    for round_ in range(MAX_ROUNDS):
         _finish(setup.server, exposed)
         text = render(setup, exposed, forbidden, hidden, header=[])
         try:
             compiled = compile_manifest(spec, [parse_overlay(text, name)]).manifest
-            break
         except InputError as e:
-            fixed = _repair(e.problems, exposed, forbidden, hidden, setup.upstream)
+            drastic = round_ >= MAX_ROUNDS - 3  # still failing: leave the failing tools out whole
+            fixed = _repair(e.problems, exposed, forbidden, hidden, setup.upstream, drastic=drastic)
             if not fixed:
                 raise
             repairs += fixed
@@ -144,6 +147,11 @@ def draft_overlay(spec: LoadedSpec, *, max_tools: int = DEFAULT_MAX_TOOLS, name:
                 exposed.sort(key=lambda t: (-t.score, t.name))
                 hidden.extend(_over(exposed[max_tools:], max_tools))
                 del exposed[max_tools:]
+            continue
+        trimmed = _trim(compiled, exposed)
+        if not trimmed:
+            break
+        repairs += trimmed
     else:
         raise InputError.at(f"the draft did not compile after {MAX_ROUNDS} rounds of repairs",
                             hint="this is a bug in openapi2mcp init; please report it with the spec")
@@ -152,11 +160,17 @@ def draft_overlay(spec: LoadedSpec, *, max_tools: int = DEFAULT_MAX_TOOLS, name:
         spec=spec.source.rstrip("/").rsplit("/", 1)[-1], title=str(compiled.server.title or compiled.server.name),
         operations=len(ops) + len(skipped), covered=len(used), tools=len(exposed), forbidden=len(forbidden),
         not_exposed=len(hidden), listed_bytes=listing_bytes(compiled), raw_bytes=listing_bytes(raw),
-        tool_names=[t.name for t in exposed], repairs=repairs,
+        tool_names=[t.name for t in exposed], repairs=repairs, rows=_rows(compiled),
     )
     text = render(setup, exposed, forbidden, hidden, header=_header(spec, summary, name, max_tools))
     _check_accounting(ops, exposed, forbidden, hidden)
     return Draft(text=text, summary=summary, manifest=compiled)
+
+
+def _rows(manifest: Manifest) -> list[dict[str, Any]]:
+    return [{"name": t.name, "risk": t.risk, "operations": len({s.operation.id for b in t.branches for s in b.steps}),
+             "bytes": len(json.dumps(t.definition(), ensure_ascii=False).encode())}
+            for t in manifest.tools if t.risk != "forbidden"]
 
 
 def _left_out(op: Op) -> tuple[str, str] | None:
@@ -219,7 +233,7 @@ def _header(spec: LoadedSpec, s: Summary, name: str, max_tools: int) -> list[str
 
 
 def _repair(problems: list[Problem], exposed: list[Tool], forbidden: list[Tool], hidden: list[NotExposed],
-            upstream: dict[str, Any]) -> int:
+            upstream: dict[str, Any], drastic: bool = False) -> int:
     """Change the draft so that these problems go away; the number of changes (0: none applied)."""
     tools = [*exposed, *forbidden]
     done = 0
@@ -235,9 +249,18 @@ def _repair(problems: list[Problem], exposed: list[Tool], forbidden: list[Tool],
             continue
         index, rest = int(m.group(1)), _parts(m.group(2))
         if index >= len(tools) or index in touched:
-            continue  # one repair per tool and round: its other problems may go with it
-        touched.add(index)
-        done += _repair_tool(tools[index], rest, message, exposed, forbidden, hidden)
+            continue  # one repair per tool and round (renames aside): its other problems may go with it
+        if drastic:
+            touched.add(index)
+            for use in list(tools[index].uses):
+                _drop(tools[index], use, f"the compiler said: {message}", exposed, forbidden, hidden)
+            done += 1
+            continue
+        fixed = _rename(tools[index], rest, message)
+        if not fixed:
+            touched.add(index)
+            fixed = _repair_tool(tools[index], rest, message, exposed, forbidden, hidden)
+        done += fixed
     return done
 
 
@@ -245,19 +268,41 @@ def _parts(rest: str) -> list[str]:
     return [p for p in re.sub(r"\[(\d+)\]", r".\1", rest).split(".") if p]
 
 
+def _branch(tool: Tool, parts: list[str]) -> tuple[Use | None, list[str]]:
+    """The use a problem's key path is in, and the rest of the path."""
+    if tool.dispatch == "single":
+        return tool.uses[0], parts
+    if parts[:1] == ["actions"] and len(parts) > 1:
+        return next((u for u in tool.uses if u.label == parts[1]), None), parts[2:]
+    if parts[:1] == ["variants"] and len(parts) > 1 and parts[1].isdigit() and int(parts[1]) < len(tool.uses):
+        return tool.uses[int(parts[1])], parts[2:]
+    return None, parts
+
+
+def _rename(tool: Tool, parts: list[str], message: str) -> int:
+    """An argument two branches of one tool cannot share: this branch's gets a name of its own."""
+    clash = _CLASH.search(message)
+    name = (clash.group(1) or clash.group(2)) if clash else ""
+    if not name or tool.dispatch == "single":
+        return 0
+    here, _ = _branch(tool, parts)
+    pair = _PAIR.search(message)
+    other = pair.group(1) if pair else None  # the first branch the message names
+    candidates = [here, *(u for u in tool.uses if other in (u.label, u.op.ref))]
+    for use in candidates:  # this branch's own argument, or else the other's (the paging's `limit` is no one's)
+        if use is None or name not in use.visible_args() or "rename" in use.params.get(name, {}):
+            continue
+        use.params[name] = {**use.params.get(name, {}), "rename": f"{use.label}_{name}"}
+        use.param_why[name] = "renamed: " + ("`action` picks the action" if name == "action" else
+                                             "another branch's argument of this name means something else")
+        return 1
+    return 0
+
+
 def _repair_tool(tool: Tool, parts: list[str], message: str, exposed: list[Tool], forbidden: list[Tool],
                  hidden: list[NotExposed]) -> int:
     why = f"the compiler said: {message}"
-    use: Use | None = None
-    sub = parts
-    if tool.dispatch == "single":
-        use = tool.uses[0]
-    elif parts[:1] == ["actions"] and len(parts) > 1:
-        use = next((u for u in tool.uses if u.label == parts[1]), None)
-        sub = parts[2:]
-    elif parts[:1] == ["variants"] and len(parts) > 1 and parts[1].isdigit() and int(parts[1]) < len(tool.uses):
-        use = tool.uses[int(parts[1])]
-        sub = parts[2:]
+    use, sub = _branch(tool, parts)
     if parts[:1] == ["units"]:
         tool.units_off = True
         tool.notes.append(f"units dropped ({why})")
@@ -267,14 +312,6 @@ def _repair_tool(tool: Tool, parts: list[str], message: str, exposed: list[Tool]
             _drop(tool, tool.uses[0], why, exposed, forbidden, hidden)
         else:
             _split(tool, exposed, why)
-        return 1
-    clash = _CLASH.search(message)
-    name = (clash.group(1) or clash.group(2)) if clash else ""
-    if name and tool.dispatch != "single" and "rename" not in use.params.get(name, {}):
-        # one flat set of arguments: this branch's gets a name of its own
-        use.params[name] = {**use.params.get(name, {}), "rename": f"{use.label}_{name}"}
-        use.param_why[name] = "renamed: " + ("`action` picks the action" if name == "action" else
-                                             "another branch's argument of this name means something else")
         return 1
     if sub[:1] == ["pagination"] and use.paging is not None:
         use.paging = None
@@ -301,6 +338,49 @@ def _repair_tool(tool: Tool, parts: list[str], message: str, exposed: list[Tool]
         return 1
     _drop(tool, use, why, exposed, forbidden, hidden)
     return 1
+
+
+def _trim(compiled: Manifest, exposed: list[Tool]) -> int:
+    """Tools over TOOL_BUDGET bytes: hide their largest optional arguments until they fit (a model
+    reads every tool's schema on every turn); the number hidden."""
+    by_name = {t.name: t for t in compiled.tools}
+    done = 0
+    for tool in exposed:
+        spec = by_name.get(tool.name)
+        if spec is None:
+            continue
+        size = len(json.dumps(spec.definition(), ensure_ascii=False).encode())
+        if size <= TOOL_BUDGET:
+            continue
+        props = spec.input_schema.get("properties") or {}
+        owners = _argument_owners(tool)
+        costs = sorted(((len(json.dumps(schema, ensure_ascii=False).encode()), name) for name, schema in props.items()
+                        if name in owners), reverse=True)
+        for cost, name in costs:
+            if size <= TOOL_BUDGET or cost < 400:
+                break
+            for use, arg in owners[name]:
+                use.params[arg] = {"hidden": True}
+                use.param_why[arg] = (f"hidden to keep the tool small: its schema is {cost:,} bytes (the tool "
+                                      f"{size:,}); unhide it if a model needs it")
+            size -= cost
+            done += 1
+    return done
+
+
+def _argument_owners(tool: Tool) -> dict[str, list[tuple[Use, str]]]:
+    """Served argument -> the uses that take it optionally and its name there; an argument some use
+    requires is left out (it cannot be hidden)."""
+    owners: dict[str, list[tuple[Use, str]]] = {}
+    required: set[str] = set()
+    for use in tool.uses:
+        for arg in use.visible_args():
+            served = str(use.params.get(arg, {}).get("rename") or arg)
+            if use.op.args[arg].required:
+                required.add(served)
+            else:
+                owners.setdefault(served, []).append((use, arg))
+    return {k: v for k, v in owners.items() if k not in required}
 
 
 def _drop(tool: Tool, use: Use, why: str, exposed: list[Tool], forbidden: list[Tool], hidden: list[NotExposed]) -> None:

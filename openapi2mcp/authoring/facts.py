@@ -161,11 +161,11 @@ def read_ops(document: dict[str, Any], raw: Manifest) -> tuple[list[Op], list[tu
             if not isinstance(node, dict):
                 continue
             key = f"{method.upper()} {path}"
-            tool = by_key.get(key)
-            if tool is None:
+            found = by_key.get(key)
+            if found is None:
                 skipped.append((key, "the compiler skipped it (see `openapi2mcp inspect --warnings`)"))
                 continue
-            ops.append(_op(resolver, key, node, tool, global_security))
+            ops.append(_op(resolver, key, node, found, global_security))
     return ops, skipped
 
 
@@ -192,7 +192,7 @@ def _op(resolver: Resolver, key: str, node: dict[str, Any], tool: ToolSpec, glob
     summary = first_line(node.get("summary")) or first_line(node.get("description"))
     tags = [t for t in node.get("tags") or [] if isinstance(t, str) and t.strip()]
     method, _, path = key.partition(" ")
-    op_id = node.get("operationId") if isinstance(node.get("operationId"), str) else ""
+    op_id = str(node["operationId"]) if isinstance(node.get("operationId"), str) else ""
     statics = [s for s in path.split("/") if s and "{" not in s]
     return Op(
         ref=spec.id, method=method, path=path, tags=tags, summary=summary,

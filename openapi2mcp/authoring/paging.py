@@ -10,7 +10,7 @@ In this order (the first that fits wins), each in a style the compiler supports
 3. a cursor parameter (cursor, page_token, after, starting_after, continue, marker, _token) and a
    next-cursor field in the body (next_cursor, nextPageToken, response_metadata.next_cursor,
    metadata.continue, ...) -> `body_cursor`; with `has_more` and no such field, the next cursor
-   is the last item's id (Stripe, OpenAI: `has_more && data[-1].id || null`);
+   is the last item's id (Stripe, OpenAI: ``has_more && data[-1].id || `null` ``);
 4. offset + limit parameters -> `offset`; page + size parameters -> `page`;
 5. a next-page URL in the body (next, next_url, links.next, `@odata.nextLink`) -> `next_url` + `next`.
 
@@ -135,9 +135,9 @@ def detect(op: Op, resolver: Resolver) -> tuple[Paging | None, str]:
             item_id = "id" in resolver.properties(item_schema or {})
             last_id = "last_id" in resolver.properties(body)
             if last_id:
-                found = "has_more && last_id || null"
+                found = "has_more && last_id || `null`"
             elif item_id:
-                found = f"has_more && {items}[-1].id || null"
+                found = f"has_more && {items}[-1].id || `null`"
         if found is not None:
             block = {"style": "body_cursor", "cursor_param": _ref(cursor), "next": found}
             if size is not None:

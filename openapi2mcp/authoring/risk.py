@@ -39,7 +39,7 @@ ACCESS_NOUNS = frozenset({"collaborator", "collaborators", "member", "members", 
                           "secrets", "access"})
 FORBIDDEN_WORDS = frozenset({"exec", "shell", "sudo", "eval", "impersonate", "impersonation", "impersonating",
                              "impersonated", "portforward"})
-FORBIDDEN_SEGMENTS = frozenset({"exec", "shell", "portforward", "proxy", "terminal", "terminals",
+FORBIDDEN_SEGMENTS = frozenset({"exec", "shell", "portforward", "proxy", "terminals",
                                 "console", "eval", "sudo", "run-command", "command", "commands", "impersonate",
                                 "impersonation"})
 CONTAINERS = frozenset({"pods", "containers", "container", "pod"})
