@@ -29,7 +29,16 @@ from openapi2mcp.authoring.ranking import rank
 from openapi2mcp.authoring.risk import admin_reason, forbidden_reason
 from openapi2mcp.authoring.setup import draft_setup
 from openapi2mcp.authoring.shaping import Shape
-from openapi2mcp.authoring.tools import Tool, Use, action_name, build_tools, fill_units, forbidden_tool, labels
+from openapi2mcp.authoring.tools import (
+    Tool,
+    Use,
+    action_name,
+    build_tools,
+    describe,
+    fill_units,
+    forbidden_tool,
+    labels,
+)
 from openapi2mcp.authoring.writer import NotExposed, render
 from openapi2mcp.compiler import compile_manifest
 from openapi2mcp.errors import InputError, Problem
@@ -42,6 +51,7 @@ if TYPE_CHECKING:
 DEFAULT_MAX_TOOLS = 30
 MAX_ROUNDS = 25
 TOOL_BUDGET = 12_000  # bytes of one tool's definition in tools/list: larger ones lose their largest optional arguments
+REQUIRED_LIMIT = 16_000  # bytes of a required argument's schema (the raw conversion's input budget)
 _WHERE = re.compile(r"^tools\[(\d+)\](?:\([^)]*\))?(.*)$")
 # the compiler's words for an argument two branches of one tool cannot share
 _PAIR = re.compile(r"in (?:action|variant) '([^']+)' and (?:action|variant) '([^']+)'")
@@ -148,7 +158,7 @@ def draft_overlay(spec: LoadedSpec, *, max_tools: int = DEFAULT_MAX_TOOLS, name:
                 hidden.extend(_over(exposed[max_tools:], max_tools))
                 del exposed[max_tools:]
             continue
-        trimmed = _trim(compiled, exposed)
+        trimmed = _trim(compiled, exposed, hidden)
         if not trimmed:
             break
         repairs += trimmed
@@ -340,12 +350,13 @@ def _repair_tool(tool: Tool, parts: list[str], message: str, exposed: list[Tool]
     return 1
 
 
-def _trim(compiled: Manifest, exposed: list[Tool]) -> int:
+def _trim(compiled: Manifest, exposed: list[Tool], hidden: list[NotExposed]) -> int:
     """Tools over TOOL_BUDGET bytes: hide their largest optional arguments until they fit (a model
-    reads every tool's schema on every turn); the number hidden."""
+    reads every tool's schema on every turn). An operation whose required argument alone is over
+    REQUIRED_LIMIT (a Kubernetes object as the whole body) is left out. The number of changes."""
     by_name = {t.name: t for t in compiled.tools}
     done = 0
-    for tool in exposed:
+    for tool in list(exposed):
         spec = by_name.get(tool.name)
         if spec is None:
             continue
@@ -353,34 +364,50 @@ def _trim(compiled: Manifest, exposed: list[Tool]) -> int:
         if size <= TOOL_BUDGET:
             continue
         props = spec.input_schema.get("properties") or {}
-        owners = _argument_owners(tool)
-        costs = sorted(((len(json.dumps(schema, ensure_ascii=False).encode()), name) for name, schema in props.items()
-                        if name in owners), reverse=True)
+        optional, required = _argument_owners(tool)
+        costs = sorted(((len(json.dumps(schema, ensure_ascii=False).encode()), name) for name, schema in props.items()),
+                       reverse=True)
         for cost, name in costs:
             if size <= TOOL_BUDGET or cost < 400:
                 break
-            for use, arg in owners[name]:
-                use.params[arg] = {"hidden": True}
-                use.param_why[arg] = (f"hidden to keep the tool small: its schema is {cost:,} bytes (the tool "
-                                      f"{size:,}); unhide it if a model needs it")
+            if name in required and cost > REQUIRED_LIMIT:
+                for use in required[name]:
+                    _leave_out(tool, use, f"its required argument {name!r} alone has a {cost:,}-byte schema; expose "
+                               "it by hand if a model must send that", exposed, hidden)
+            elif name in optional:
+                for use, arg in optional[name]:
+                    use.params[arg] = {"hidden": True}
+                    use.param_why[arg] = (f"hidden to keep the tool small: its schema is {cost:,} bytes (the tool "
+                                          f"{size:,}); unhide it if a model needs it")
+            else:
+                continue
             size -= cost
             done += 1
     return done
 
 
-def _argument_owners(tool: Tool) -> dict[str, list[tuple[Use, str]]]:
-    """Served argument -> the uses that take it optionally and its name there; an argument some use
-    requires is left out (it cannot be hidden)."""
-    owners: dict[str, list[tuple[Use, str]]] = {}
-    required: set[str] = set()
+def _argument_owners(tool: Tool) -> tuple[dict[str, list[tuple[Use, str]]], dict[str, list[Use]]]:
+    """Served argument -> (the uses that take it optionally, with its name there), and -> the uses that
+    require it. An argument some use requires cannot be hidden."""
+    optional: dict[str, list[tuple[Use, str]]] = {}
+    required: dict[str, list[Use]] = {}
     for use in tool.uses:
         for arg in use.visible_args():
             served = str(use.params.get(arg, {}).get("rename") or arg)
             if use.op.args[arg].required:
-                required.add(served)
+                required.setdefault(served, []).append(use)
             else:
-                owners.setdefault(served, []).append((use, arg))
-    return {k: v for k, v in owners.items() if k not in required}
+                optional.setdefault(served, []).append((use, arg))
+    return {k: v for k, v in optional.items() if k not in required}, required
+
+
+def _leave_out(tool: Tool, use: Use, why: str, exposed: list[Tool], hidden: list[NotExposed]) -> None:
+    """One operation out of its tool, into the not-exposed list."""
+    if use not in tool.uses:
+        return
+    tool.uses.remove(use)
+    hidden.append(NotExposed(use.op.ref, use.op.key, f"would be in {tool.name}, but {why}", "too large to draft"))
+    _after_removal(tool, exposed)
 
 
 def _drop(tool: Tool, use: Use, why: str, exposed: list[Tool], forbidden: list[Tool], hidden: list[NotExposed]) -> None:
@@ -408,14 +435,22 @@ def _move_out(tool: Tool, use: Use, exposed: list[Tool], why: str) -> None:
         name, n = f"{base}_{n}", n + 1
     use.notes.append(f"moved out of {tool.name} ({why})")
     single = Tool(name, tool.resource, "single", [use], title=use.description[:60].rstrip(".") or name,
-                  description=use.description, category=tool.category, read_only=use.placed.read and
+                  category=tool.category, read_only=use.placed.read and
                   use.op.method != "GET", why=f"moved out of {tool.name}: {why}", score=tool.score - 0.001,
                   rank_why=tool.rank_why)
+    describe(single)
     position = exposed.index(tool) + 1 if tool in exposed else len(exposed)
     exposed.insert(position, single)
+    _after_removal(tool, exposed)
+
+
+def _after_removal(tool: Tool, exposed: list[Tool]) -> None:
+    """A tool that lost an operation: gone when empty, single with one left, by action without its fallback."""
     if not tool.uses:
-        exposed.remove(tool)
-    elif len(tool.uses) == 1:
+        if tool in exposed:
+            exposed.remove(tool)
+        return
+    if len(tool.uses) == 1:
         tool.dispatch = "single"
         tool.uses[0].when = []
     elif tool.dispatch == "variants" and tool.uses[-1].when:  # the fallback left: pick by action instead
@@ -423,6 +458,7 @@ def _move_out(tool: Tool, use: Use, exposed: list[Tool], why: str) -> None:
         for u in tool.uses:
             u.when = []
         labels(tool.uses, tool.resource)
+    describe(tool)
 
 
 def _check_accounting(ops: list[Op], exposed: list[Tool], forbidden: list[Tool], hidden: list[NotExposed]) -> None:

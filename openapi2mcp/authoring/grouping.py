@@ -14,8 +14,9 @@ one `repos/issues/comments`. Per resource:
 
 Sub-resources (`repos/issues/comments`) are resources of their own. The name is the last static
 segment, extended by the ones before it while two resources would share a name
-(`issues` and `repos_issues`); version segments (`v1`, `v2beta1`) and `api`/`apis` prefixes are
-left out of names.
+(`issues` and `repos_issues`); version segments (`v1`, `v2beta1`), `api`/`apis` prefixes and API
+group domains (`rbac.authorization.k8s.io`) are left out of names, unless only they tell two
+resources apart (`roles_rbac_v1`, `roles_rbac_v1beta1`).
 """
 
 from __future__ import annotations
@@ -60,9 +61,10 @@ class Placed:
 
     op: Op
     resource: tuple[str, ...]
-    kind: str  # list, get, search, create, update, replace, delete, delete_all, or a verb
+    kind: str  # list, get, a search word (search, filter, ...), create, update, replace, delete, delete_all, a verb
     read: bool
     why: str  # how the kind was read off the path, for the comment
+    listing: bool = False  # a list or a search: paging and the variants' fallback come from these
 
 
 @dataclass
@@ -130,7 +132,8 @@ def place(op: Op, index: PathIndex, resolver: Resolver) -> Placed:
     method = op.method
     if verb is not None:
         read = method == "GET" or bool(set(split_words(verb)[:1]) & READ_VERBS)
-        return Placed(op, statics, snake(verb) or "call", read, f"the method {verb!r} of the path")
+        return Placed(op, statics, snake(verb) or "call", read, f"the method {verb!r} of the path",
+                      listing=read and looks_like_list(op, resolver))
     if ends_param:
         kind = {"GET": "get", "PATCH": "update", "DELETE": "delete"}.get(method)
         if method == "PUT":
@@ -149,11 +152,12 @@ def place(op: Op, index: PathIndex, resolver: Resolver) -> Placed:
         where = "an item" if prev_param else "a collection"
         return Placed(op, statics[:-1], verb, False, f"{method} on the verb {last!r} of {where}")
     if not prev_param and set(split_words(last)) & SEARCH_SEGMENTS and method in ("GET", "POST"):
-        return Placed(op, statics[:-1] or statics, "search", True, f"{method} on {last!r}")
+        return Placed(op, statics[:-1] or statics, snake(last) or "search", True, f"{method} on {last!r}",
+                      listing=True)
     if method == "GET":
         listed = looks_like_list(op, resolver)
         return Placed(op, statics, "list" if listed else "get", True,
-                      "GET of a list" if listed else "GET of a single object")
+                      "GET of a list" if listed else "GET of a single object", listing=listed)
     if method == "POST":
         return Placed(op, statics, "create", False, "POST on a collection")
     if method == "PATCH":
@@ -182,17 +186,35 @@ def is_domain(part: str) -> bool:
     return len(labels) > 1 and labels[-1] in DOMAIN_ENDINGS
 
 
+def group_of(key: tuple[str, ...]) -> str:
+    """The first label of an API group segment (`rbac.authorization.k8s.io` -> rbac)."""
+    found = [snake(p.split(".")[0]) for p in key if is_domain(p)]
+    return found[-1] if found else ""
+
+
 def version_of(key: tuple[str, ...]) -> str:
     """The last version segment of a resource (`v1beta1`), told apart by it when nothing else does."""
     found = [snake(p) for p in key if _VERSION.match(p)]
     return found[-1] if found else ""
 
 
+def _namespace(resource: Resource) -> int:
+    """1 when the resource's last segment follows another static one directly, as a namespace does
+    (`/notes/content`, `/actions/runs`, `/user/repos`): the name then starts with both."""
+    path = resource.placed[0].op.path if resource.placed else ""
+    segs = [s for s in path.split("/") if s and not _VERSION.match(s) and not is_domain(s)]
+    last = resource.key[-1] if resource.key else None
+    if last is None or last not in segs:
+        return 0
+    i = len(segs) - 1 - segs[::-1].index(last)
+    return 1 if i > 0 and "{" not in segs[i - 1] and segs[i - 1].lower() not in ("api", "apis", "rest") else 0
+
+
 def name_resources(resources: list[Resource], ops_tags: dict[tuple[str, ...], list[str]]) -> None:
-    """Unique names: the last word, extended by the ones before it while names collide."""
+    """Unique names: the last word (with its namespace), extended by the ones before it while names collide."""
     words = {r.key: name_words(r.key) or [snake(t) for t in ops_tags.get(r.key, [])[:1] if snake(t)] or ["root"]
              for r in resources}
-    depth = dict.fromkeys(words, 1)
+    depth = {r.key: min(len(words[r.key]), 1 + _namespace(r)) for r in resources}
 
     def candidate(key: tuple[str, ...]) -> str:
         return "_".join(words[key][-depth[key]:])
@@ -216,9 +238,9 @@ def name_resources(resources: list[Resource], ops_tags: dict[tuple[str, ...], li
     for key, name in names.items():
         clashing.setdefault(name, []).append(key)
     for keys in clashing.values():
-        if len(keys) > 1 and len({version_of(k) for k in keys}) == len(keys):
-            for key in keys:  # the same resource in several API versions: deployments_v1, deployments_v1beta1
-                names[key] = "_".join(filter(None, [names[key], version_of(key)]))
+        if len(keys) > 1:  # the same resource in several API groups or versions: pods_v1, roles_rbac_v1beta1
+            for key in keys:
+                names[key] = "_".join(filter(None, [names[key], group_of(key), version_of(key)]))
     used: dict[str, int] = {}
     for r in sorted(resources, key=lambda r: (len(r.key), r.key)):
         base = names[r.key][:NAME_LIMIT].strip("_") or "root"
@@ -246,5 +268,8 @@ def subtree_sizes(resources: list[Resource]) -> dict[tuple[str, ...], int]:
     out = {}
     for r in resources:
         n = len(r.key)
-        out[r.key] = sum(c for k, c in counts.items() if k[:n] == r.key) if n else counts[r.key]
+        # only a thing (an item by id, or something that can be written) holds what is below it; a
+        # read-only index such as Kubernetes' `GET /apis/apps/` does not
+        thing = any("{" in p.op.path.rstrip("/").rsplit("/", 1)[-1] or not p.read for p in r.placed)
+        out[r.key] = sum(c for k, c in counts.items() if k[:n] == r.key) if n and thing else counts[r.key]
     return out

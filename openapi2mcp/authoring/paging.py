@@ -169,7 +169,17 @@ def detect(op: Op, resolver: Resolver) -> tuple[Paging | None, str]:
         if size is not None:
             block["size_param"] = _ref(size)
         return finish(block, f"the body's `{next_url}` holds the next page's URL")
+    found = paging_params(op)
+    if found:
+        return None, (f"{', '.join(f'`{n}`' for n in found)} look like paging, but neither a next-page header nor a "
+                      "next-page field is documented")
     return None, "no paging parameters or next-page fields found"
+
+
+def paging_params(op: Op) -> list[str]:
+    """The operation's parameters that look like paging ones (spec names)."""
+    names = set(PAGE) | set(SIZE) | set(OFFSET) | set(CURSOR)
+    return [a.wire for a in op.args.values() if a.location in ("query", "body") and a.wire.lower() in names]
 
 
 def _items(body: dict[str, Any], resolver: Resolver) -> tuple[str | None, dict[str, Any] | None]:

@@ -75,7 +75,7 @@ def draft_setup(document: dict[str, Any], raw: Manifest, ops: list[Op]) -> Setup
 def _first_sentence(text: Any) -> str:
     if not isinstance(text, str):
         return ""
-    text = re.sub(r"<[^>]+>|[#*_`>]", "", text).strip()
+    text = re.sub(r"<[^>]+>|`|\*\*|^[#>]+\s*", "", text.strip(), flags=re.M).strip()
     text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
     first = re.split(r"(?<=[.!?])\s|\n\n", text, maxsplit=1)[0].replace("\n", " ").strip()
     if not first or len(first) > 200:

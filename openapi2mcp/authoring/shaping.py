@@ -3,11 +3,12 @@
 `select` keeps what a model needs to pick and cite an object: identifiers, names and titles,
 status and state, amounts, timestamps and URLs (for a single object also its description or
 body text), at most 12 fields of a list item, 18 of one object and 6 of what a write returns. A
-nested object that names a
-person or a parent (`user`, `owner`, `customer`, ...) gives its `login`/`name`/`id`
-(`author: user.login`); a nested list of objects is cut to the names or ids of its items
-(`labels: labels[*].name`) or left out, and so is everything else. A small object (at most 8
-fields) is returned whole. An envelope with one object in it (`{"data": {...}}`) is looked into.
+nested object that names a person or a parent (`user`, `owner`, `customer`, ...) gives its
+`login`/`name`/`id` (`user: user.login`); a nested list of objects is cut to the names of its
+items (`labels: labels[*].name`) or left out, and so is everything else. A small object (at most
+8 fields, none of them an object or a list of objects) is returned whole. An envelope with one
+object in it (`{"data": {...}}`) is looked into, and so are containers (`metadata`, `status`,
+`spec`, `attributes`, ...): Kubernetes' `metadata.name`, JSON:API's `attributes.title`.
 
 Units come from the field and argument names (`_ms`, `_seconds`, `_bytes`, `_pct`, `_cents`,
 ...) and from their descriptions ("in milliseconds", "seconds since the Unix epoch", "smallest
@@ -37,6 +38,9 @@ PARENT_NAMES = ("user", "owner", "author", "creator", "assignee", "customer", "a
                 "organization", "org", "project", "parent", "sender", "actor", "committer", "team", "subscription",
                 "invoice", "product", "plan", "price")
 NAME_KEYS = ("login", "name", "full_name", "title", "id")
+CONTAINER_NAMES = ("metadata", "meta", "status", "spec", "attributes", "properties", "info", "details", "summary")
+SCALAR_LISTS = ("tags", "labels", "topics", "roles", "scopes", "emails", "names")
+OBJECT_LISTS = ("labels", "tags", "assignees", "topics", "reviewers", "members", "categories", "roles", "teams")
 SMALL = 8
 LIST_LIMIT = 12
 ONE_LIMIT = 18
@@ -90,46 +94,73 @@ def draft_select(schema: dict[str, Any] | None, resolver: Resolver, one: bool, l
     objects = [n for n, s in props.items() if resolver.types(s) == {"object"} and resolver.properties(s)]
     if len(props) <= 2 and len(objects) == 1 and len(resolver.properties(props[objects[0]])) > len(props):
         prefix, props = jmes_field(objects[0]) + ".", resolver.properties(props[objects[0]])  # {"data": {...}}
-    if len(props) <= SMALL and not prefix:
+    nested = [n for n, s in props.items() if _has_fields(s, resolver)]
+    if len(props) <= SMALL and not nested and not prefix:
         return Shape(None, fields=dict(props), why=f"the object is small ({len(props)} fields): returned whole")
-    ranked: list[tuple[int, int, str, str, dict[str, Any]]] = []  # (rank, order, key, expression, schema)
+    ranked = _candidates(props, prefix, resolver, one)
+    taken = {r[2] for r in ranked}
+    for order, (name, sub) in enumerate(props.items()):  # Kubernetes' metadata.name, JSON:API's attributes.title
+        if name.lower() in CONTAINER_NAMES and resolver.types(sub) == {"object"}:
+            inner = _candidates(resolver.properties(sub), f"{prefix}{jmes_field(name)}.", resolver, one, base=order)
+            for rank, sub_order, key, path, leaf in inner[:6]:
+                key = key if key not in taken else f"{name}_{key}"
+                taken.add(key)
+                ranked.append((rank, sub_order, key, path, leaf))
+    if len(ranked) < 2:
+        return Shape(None, fields=dict(props), why="too few identifying fields to choose from: returned whole")
+    ranked.sort(key=lambda r: (r[0], r[1]))
+    chosen = ranked[: limit or (ONE_LIMIT if one else LIST_LIMIT)]
+    expression = "{" + ", ".join(f"{jmes_field(key)}: {path}" for _, _, key, path, _ in chosen) + "}"
+    return Shape(expression, fields={key: sub for _, _, key, _, sub in chosen},
+                 why=f"{len(chosen)} fields kept of {len(props)} (ids, names, status, amounts, times, URLs); "
+                     "the rest left out")
+
+
+def _has_fields(schema: dict[str, Any], resolver: Resolver) -> bool:
+    """An object, or a list of objects, with fields of its own: what makes a result large."""
+    types = resolver.types(schema)
+    if types == {"object"}:
+        return bool(resolver.properties(schema))
+    if types == {"array"}:
+        return bool(resolver.properties(resolver.items(schema) or {}))
+    return False
+
+
+Candidate = tuple[int, float, str, str, dict[str, Any]]  # (rank, order, output key, expression, schema)
+
+
+def _candidates(props: dict[str, dict[str, Any]], prefix: str, resolver: Resolver, one: bool,
+                base: float | None = None) -> list[Candidate]:
+    out: list[Candidate] = []
     nested = 0
-    for order, (name, sub) in enumerate(props.items()):
+    for i, (name, sub) in enumerate(props.items()):
+        order = i if base is None else base + i / 1000  # a container's fields stand where it stands
         types = resolver.types(sub)
         path = prefix + jmes_field(name)
         if types and types <= {"string", "integer", "number", "boolean"}:
             rank = _rank(name, sub, resolver, one)
             if rank is not None:
-                ranked.append((rank, order, name, path, sub))
+                out.append((rank, order, name, path, sub))
         elif types == {"object"} and name.lower() in PARENT_NAMES and nested < 3:
             inner = resolver.properties(sub)
             key = next((k for k in NAME_KEYS if k in inner and resolver.types(inner[k]) <= {"string", "integer"}),
                        None)
             if key is not None:
                 nested += 1
-                ranked.append((1, order, name, f"{path}.{jmes_field(key)}", inner[key]))
+                out.append((1, order, name, f"{path}.{jmes_field(key)}", inner[key]))
         elif types == {"array"}:
             item = resolver.items(sub) or {}
             item_types = resolver.types(item)
-            if item_types and item_types <= {"string", "integer"} and name.lower() in ("tags", "labels", "topics",
-                                                                                        "roles", "scopes", "emails"):
-                ranked.append((3, order, name, path, sub))
-            elif item_types == {"object"} and nested < 3:
+            if item_types and item_types <= {"string", "integer"} and name.lower() in SCALAR_LISTS:
+                out.append((3, order, name, path, sub))
+            elif item_types == {"object"} and nested < 3 and name.lower() in OBJECT_LISTS:
                 inner = resolver.properties(item)
                 key = next((k for k in NAME_KEYS if k in inner), None)
-                if key is not None and name.lower() in ("labels", "tags", "assignees", "topics", "reviewers",
-                                                        "members", "categories", "roles", "teams"):
+                if key is not None:
                     nested += 1
-                    ranked.append((3, order, name, f"{path}[*].{jmes_field(key)}", {"type": "array"}))
-    if len(ranked) < 2:
-        return Shape(None, fields=dict(props), why="too few identifying fields to choose from: returned whole")
-    ranked.sort(key=lambda r: (r[0], r[1]))
-    chosen = ranked[: limit or (ONE_LIMIT if one else LIST_LIMIT)]
-    expression = "{" + ", ".join(f"{jmes_field(key)}: {path}" for _, _, key, path, _ in chosen) + "}"
-    left = len(props) - len(chosen)
-    return Shape(expression, fields={key: sub for _, _, key, _, sub in chosen},
-                 why=f"{len(chosen)} of {len(props)} fields kept (ids, names, status, amounts, times, URLs); "
-                     f"{left} left out")
+                    out.append((3, order, name, f"{path}[*].{jmes_field(key)}", {"type": "array"}))
+    out.sort(key=lambda r: (r[0], r[1]))
+    return out
 
 
 _NAME_UNITS = (

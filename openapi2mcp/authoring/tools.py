@@ -13,7 +13,7 @@ from typing import Any
 
 from openapi2mcp.authoring.facts import Op, Resolver, first_line, snake, split_words
 from openapi2mcp.authoring.grouping import Placed, Resource
-from openapi2mcp.authoring.paging import Paging, detect
+from openapi2mcp.authoring.paging import Paging, detect, paging_params
 from openapi2mcp.authoring.risk import risk_of
 from openapi2mcp.authoring.shaping import WRITE_LIMIT, Shape, draft_select, unit_of
 
@@ -100,7 +100,7 @@ def make_use(p: Placed, resource: Resource, resolver: Resolver) -> Use:
         elif a.schema.get("deprecated") is True:
             use.params[a.name] = {"hidden": True}
             use.param_why[a.name] = "deprecated in the spec"
-    if p.read and p.kind in ("list", "search"):
+    if p.read and p.listing:
         use.paging, use.paging_why = detect(op, resolver)
         if use.paging is not None:
             _clear_paging_names(use)
@@ -109,10 +109,13 @@ def make_use(p: Placed, resource: Resource, resolver: Resolver) -> Use:
             use.shape = draft_select(use.paging.item_schema, resolver, one=False)
             if use.shape.select:
                 use.shape.why = "applied to each item: " + use.shape.why
-        elif p.kind == "get":
+        elif not p.listing:
             use.shape = draft_select(op.response, resolver, one=True)
         else:
             use.shape = Shape(None, why="a list without paging: returned whole (max_bytes cuts it)")
+            if paging_params(op):
+                use.notes.append(f"not paged: {use.paging_why}; add `pagination` by hand if it pages "
+                                 "(docs/task-tools.md#pagination-one-contract-for-every-api)")
     else:
         use.shape = draft_select(op.response, resolver, one=False, limit=WRITE_LIMIT)
         use.side_effects = [side_effect(p, resource)]
@@ -182,28 +185,38 @@ def labels(uses: list[Use], resource: Resource) -> None:
         u.label = candidate
 
 
-def variant_order(reads: list[Use]) -> list[Use] | None:
-    """The reads as variants (their `when` set, the fallback last), or None when the arguments
-    given cannot tell them apart."""
-    lists = [u for u in reads if u.placed.kind in ("list", "search")]
+def variant_order(reads: list[Use]) -> tuple[list[Use], list[Use]]:
+    """The reads that can be variants (their `when` set, the fallback last; empty when fewer than
+    two), and those the arguments given cannot tell apart from them (each a tool of its own)."""
+    lists = [u for u in reads if u.placed.listing]
     if not lists:
-        return None
-    fallback = min(lists, key=lambda u: (u.placed.kind != "list", len(u.op.required_args()), len(u.op.args),
-                                         len(u.op.path), u.op.path))
+        return [], reads
+    # the fallback: a paged list first (a count is a search that is no list), with the fewest needs
+    fallback = min(lists, key=lambda u: (u.paging is None, u.placed.kind != "list", len(u.op.required_args()),
+                                         len(u.op.args), len(u.op.path), u.op.path))
     fallback_args = set(fallback.op.args)
     others = [u for u in reads if u is not fallback]
     for u in others:
         u.when = sorted(u.op.required_args() - fallback_args)
-        if not u.when:
-            return None
     others.sort(key=lambda u: (-len(u.when), u.when, u.op.path))
-    for i, u in enumerate(others):
-        for later in others[i + 1:]:
-            # a later variant that never runs, or one that takes this one's `when` as a filter
-            if set(u.when) <= set(later.when) or set(u.when) & set(later.op.args):
-                return None
+    chosen: list[Use] = []
+    left: list[Use] = []
+    for u in others:
+        # no `when` to pick it by; or it would never run, or takes an earlier one's `when` as a filter
+        if not u.when or any(set(c.when) <= set(u.when) or set(c.when) & set(u.op.args) for c in chosen):
+            left.append(u)
+        else:
+            chosen.append(u)
     fallback.when = []
-    return [*others, fallback]
+    for u in left:
+        u.when = []
+    return ([*chosen, fallback], left) if chosen else ([], reads)
+
+
+def _single(u: Use, resource: Resource, category: str | None, why: str, read_only: bool = False) -> Tool:
+    return Tool(f"{resource.name}_{action_name(u.placed.kind)}", resource, "single", [u],
+                title=_title(u.op.summary) or f"{u.placed.kind.title()} {noun(resource)}", category=category,
+                read_only=read_only, why=why)
 
 
 def build_tools(resource: Resource, reads: list[Placed], writes: list[Placed], resolver: Resolver) -> list[Tool]:
@@ -211,53 +224,61 @@ def build_tools(resource: Resource, reads: list[Placed], writes: list[Placed], r
     category = _category(resource)
     if reads:
         uses = [make_use(p, resource, resolver) for p in reads]
-        post_reads = any(u.op.method != "GET" for u in uses)
-        if len(uses) == 1:
-            u = uses[0]
-            tools.append(Tool(f"{resource.name}_{action_name(u.placed.kind)}", resource, "single", uses,
-                              title=_title(u.op.summary) or f"{u.placed.kind.title()} {noun(resource)}",
-                              description=_about(u.op), category=category, read_only=post_reads,
-                              why=f"the one read of {noun(resource)} ({u.placed.why})"))
+        ordered, left = variant_order(uses) if len(uses) > 1 else ([], uses)
+        if ordered and len(left) * 2 <= len(uses):
+            for u in ordered:
+                u.label = action_name(u.placed.kind)
+            tools.append(Tool(
+                f"{resource.name}_find", resource, "variants", ordered, title=f"Find {noun(resource)}",
+                category=category, read_only=any(u.op.method != "GET" for u in ordered),
+                why=f"{len(ordered)} reads of {noun(resource)}, picked by the arguments given"))
+            for u in left:
+                tools.append(_single(u, resource, category, read_only=u.op.method != "GET",
+                                     why=f"a read of {noun(resource)} that its arguments do not tell apart from "
+                                         "the others"))
+        elif len(uses) <= 2:  # a list and a get that no argument tells apart: two tools
+            for u in uses:
+                u.when = []
+                tools.append(_single(u, resource, category, read_only=u.op.method != "GET",
+                                     why=f"a read of {noun(resource)} ({u.placed.why})"))
         else:
-            ordered = variant_order(uses)
-            if ordered is not None:
-                for u in ordered:
-                    u.label = action_name(u.placed.kind)
-                fallback, by_id = ordered[-1], ordered[:-1]
-                tools.append(Tool(
-                    f"{resource.name}_find", resource, "variants", ordered, title=f"Find {noun(resource)}",
-                    description=f"{fallback.op.summary.rstrip('.') or 'List ' + noun(resource)}; or "
-                    + "; or ".join(f"{u.op.summary.rstrip('.').lower() or u.placed.kind} by "
-                                   f"{', '.join(u.when)}" for u in by_id) + ".",
-                    category=category, read_only=post_reads,
-                    why=f"the {len(ordered)} reads of {noun(resource)}, picked by the arguments given"))
-            else:
-                for u in uses:
-                    u.when = []
-                labels(uses, resource)
-                tools.append(Tool(
-                    f"{resource.name}_find", resource, "actions", uses, title=f"Read {noun(resource)}",
-                    description=f"Read {noun(resource)}: {', '.join(u.label for u in uses)}.",
-                    category=category, read_only=post_reads,
-                    why=f"the {len(uses)} reads of {noun(resource)}; their arguments do not tell them apart, so "
-                        "`action` picks one"))
+            for u in uses:
+                u.when = []
+            labels(uses, resource)
+            tools.append(Tool(
+                f"{resource.name}_find", resource, "actions", uses, title=f"Read {noun(resource)}",
+                category=category, read_only=any(u.op.method != "GET" for u in uses),
+                why=f"the {len(uses)} reads of {noun(resource)}; their arguments do not tell them apart, so "
+                    "`action` picks one"))
     if writes:
         uses = [make_use(p, resource, resolver) for p in writes]
         if len(uses) == 1:
-            u = uses[0]
-            tools.append(Tool(f"{resource.name}_{action_name(u.placed.kind)}", resource, "single", uses,
-                              title=_title(u.op.summary) or f"{u.placed.kind.title()} {noun(resource)}",
-                              description=_about(u.op), category=category,
-                              why=f"the one write of {noun(resource)} ({u.placed.why})"))
+            tools.append(_single(uses[0], resource, category, why=f"the one write of {noun(resource)} "
+                                                                     f"({uses[0].placed.why})"))
         else:
             labels(uses, resource)
             tools.append(Tool(
                 f"{resource.name}_manage", resource, "actions", uses, title=f"Change {noun(resource)}",
-                description=f"Change {noun(resource)}: {', '.join(u.label for u in uses)}.", category=category,
+                category=category,
                 why=f"the {len(uses)} writes of {noun(resource)}, picked by `action`"))
     for t in tools:
+        describe(t)
         fill_units(t)
     return tools
+
+
+def describe(tool: Tool) -> None:
+    """The tool's description from its operations' summaries (the compiler adds one line per branch)."""
+    uses = tool.uses
+    if tool.dispatch == "single":
+        tool.description = _about(uses[0].op)
+    elif tool.dispatch == "variants":
+        fallback, by_id = uses[-1], uses[:-1]
+        tool.description = f"{fallback.op.summary.rstrip('.') or 'List ' + noun(tool.resource)}. " + " ".join(
+            f"With {', '.join(u.when)}: {_lower_first(u.op.summary.rstrip('.')) or u.placed.kind}." for u in by_id)
+    else:
+        verb = "Read" if all(u.placed.read for u in uses) else "Change"
+        tool.description = f"{verb} {noun(tool.resource)}: {', '.join(u.label for u in uses)}."
 
 
 def forbidden_tool(p: Placed, resource: Resource, why: str) -> Tool:
@@ -293,6 +314,10 @@ def _category(resource: Resource) -> str | None:
         return snake(tags[0])[:40] or None
     words = resource.name.split("_")
     return words[0] if words and words[0] else None
+
+
+def _lower_first(text: str) -> str:
+    return text if text[:2].isupper() else text[:1].lower() + text[1:]  # "URL of ..." stays
 
 
 def _title(summary: str) -> str:

@@ -168,7 +168,8 @@ def render(setup: Setup, tools: list[Tool], forbidden: list[Tool], hidden: list[
         if tool.forbidden:
             head = ["forbidden: never listed, never callable (so `passthrough: true` cannot expose it either)"]
         else:
-            head = [f"{'=' * 20} {tool.name}: rank {i + 1}, {tool.rank_why}", tool.why, *tool.notes]
+            own = tool.uses[0].notes if tool.dispatch == "single" else []  # a branch's are written at the branch
+            head = [f"{'=' * 20} {tool.name}: rank {i + 1}, {tool.rank_why}", tool.why, *tool.notes, *own]
         seq.yaml_set_comment_before_after_key(i, before="\n".join(map(_clean, head)), indent=2)
     root["tools"] = seq
     root.yaml_set_comment_before_after_key("tools", before="\n", indent=0)
