@@ -271,7 +271,7 @@ def test_max_tools_keeps_the_best_ranked(tmp_path: Path) -> None:
     assert few.summary.tool_names == full.summary.tool_names[:5]
     text = (tmp_path / "few.yaml").read_text(encoding="utf-8")
     assert "# over --max-tools 5" in text
-    scores = [float(s) for s in re.findall(r"^  # =+ \S+: rank \d+, score ([\d.-]+)", text, re.M)]
+    scores = [float(s) for s in re.findall(r"^  # score ([\d.-]+): ", text, re.M)]
     assert scores == sorted(scores, reverse=True) and len(scores) == 5
     # what was cut says which tool it would have been
     assert re.search(r"would be \w+ \(score [\d.]+", text)

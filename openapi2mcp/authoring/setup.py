@@ -1,8 +1,8 @@
 """The draft's `server` and `upstream` sections: names, base URL and credentials as `${VAR}` templates.
 
-* The server name is the spec title's first one or two distinctive words (`GitHub v3 REST API`
-  -> github; `Docker Engine API` -> docker-engine); variables are named after it (GITHUB_URL,
-  GITHUB_TOKEN).
+* The server name is the spec title's first distinctive word, or two of a short title
+  (`GitHub's official OpenAPI spec` -> github; `Docker Engine API` -> docker-engine); variables
+  are named after it (GITHUB_URL, GITHUB_TOKEN).
 * The base URL is what the compiler resolves from `servers[0]` (variables at their defaults, a
   relative server resolved against a spec fetched by URL), as the default of `${NAME_URL:-...}`;
   a relative server read from a file has no default, so the variable must be set.
@@ -38,10 +38,11 @@ class Setup:
 
 
 def server_name(title: str) -> str:
-    """The title's distinctive words (`GitHub v3 REST API` -> github): two of a short title, else one."""
-    words = [w for w in re.findall(r"[a-z0-9]+", re.sub(r"'s\b", "", title.lower()))
-             if w not in STOP_WORDS and not re.fullmatch(r"v?\d+", w)]
-    return "-".join(words[:2] if len(words) <= 3 else words[:1])[:30].strip("-") or "api"
+    """The title's distinctive words (`GitHub v3 REST API` -> github, `Docker Engine API` ->
+    docker-engine): two of a title of at most four words, else one."""
+    every = re.findall(r"[a-z0-9]+", re.sub(r"'s\b", "", title.lower()))
+    words = [w for w in every if w not in STOP_WORDS and not re.fullmatch(r"v?\d+", w)]
+    return "-".join(words[:2] if len(every) <= 4 else words[:1])[:30].strip("-") or "api"
 
 
 def draft_setup(document: dict[str, Any], raw: Manifest, ops: list[Op]) -> Setup:
@@ -68,6 +69,10 @@ def draft_setup(document: dict[str, Any], raw: Manifest, ops: list[Op]) -> Setup
     if auth is not None:
         upstream["auth"] = auth
         notes["auth"] = why
+    else:
+        notes["no_auth"] = ("the spec declares no security scheme: without `auth`, $OPENAPI2MCP_TOKEN (bearer) or "
+                            "$OPENAPI2MCP_USERNAME and $OPENAPI2MCP_PASSWORD (basic) are sent when set; write `auth` "
+                            "if the API needs another kind")
     upstream["timeout"] = {"connect": 5, "read": 30, "total": 60}
     return Setup(server=server, upstream=upstream, notes=notes)
 

@@ -24,9 +24,9 @@ from typing import Any
 from openapi2mcp.authoring.facts import Resolver, split_words
 from openapi2mcp.authoring.paging import jmes_field
 
-ID_NAMES = ("id", "uuid", "key", "slug", "number", "sha", "name", "login", "username", "title", "full_name",
-            "display_name", "email", "path", "filename")
-STATUS_NAMES = ("status", "state", "state_reason", "type", "kind", "draft", "archived", "private", "visibility",
+ID_NAMES = ("id", "uuid", "uid", "key", "slug", "number", "sha", "name", "namespace", "login", "username", "title",
+            "full_name", "display_name", "email", "path", "filename")
+STATUS_NAMES = ("status", "state", "phase", "state_reason", "type", "kind", "draft", "archived", "private", "visibility",
                 "enabled", "active", "conclusion", "livemode", "paid", "merged", "deleted")
 AMOUNT_WORDS = ("amount", "price", "total", "balance", "cost", "fee", "subtotal", "quantity", "currency", "size",
                 "count")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import re
+import textwrap
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,7 @@ from openapi2mcp.authoring.setup import Setup
 from openapi2mcp.authoring.tools import Tool, Use
 
 WIDTH = 110
+WRAP = 96
 DEFAULT_MAX_BYTES = 24_000
 
 
@@ -35,6 +37,14 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
 def _clean(text: str) -> str:
     """One comment line: no line breaks or control characters."""
     return _CONTROL.sub(" ", text).strip()
+
+
+def _lines(*texts: str) -> str:
+    """Comment lines of at most about WRAP characters (ruamel adds the `# ` and the indent)."""
+    out: list[str] = []
+    for text in texts:
+        out.extend(textwrap.wrap(_clean(text), WRAP, break_long_words=False, break_on_hyphens=False) or [""])
+    return "\n".join(out)
 
 
 def _flow(data: dict[str, Any]) -> CommentedMap:
@@ -83,7 +93,7 @@ def _use_map(use: Use, tool: Tool, indent: int, single: bool, m: CommentedMap | 
         response = CommentedMap()
         response["select"] = _text(use.shape.select)
         m["response"] = response
-        m.yaml_set_comment_before_after_key("response", before=_clean(use.shape.why), indent=indent)
+        m.yaml_set_comment_before_after_key("response", before=_lines(use.shape.why), indent=indent)
     return m
 
 
@@ -125,8 +135,7 @@ def tool_map(tool: Tool, indent: int) -> CommentedMap:
         for use in tool.uses:
             branches[use.label] = _use_map(use, tool, indent + 4, single=False)
             if use.notes:
-                branches.yaml_set_comment_before_after_key(use.label, before="\n".join(map(_clean, use.notes)),
-                                                           indent=indent + 2)
+                branches.yaml_set_comment_before_after_key(use.label, before=_lines(*use.notes), indent=indent + 2)
         m["actions"] = branches
     else:
         branches = CommentedSeq()
@@ -134,7 +143,7 @@ def tool_map(tool: Tool, indent: int) -> CommentedMap:
             branches.append(_use_map(use, tool, indent + 4, single=False))
             head = [f"{use.label}: taken when {', '.join(use.when)} given" if use.when else
                     f"{use.label}: the fallback, when no other variant's arguments are given", *use.notes]
-            branches.yaml_set_comment_before_after_key(i, before="\n".join(map(_clean, head)), indent=indent + 2)
+            branches.yaml_set_comment_before_after_key(i, before=_lines(*head), indent=indent + 2)
         m["variants"] = branches
     return m
 
@@ -150,7 +159,7 @@ def render(setup: Setup, tools: list[Tool], forbidden: list[Tool], hidden: list[
     if "instructions" in server:
         server["instructions"] = _text(server["instructions"])
     root["server"] = server
-    root.yaml_set_comment_before_after_key("server", before="\n" + _clean(setup.notes.get("server", "")), indent=0)
+    root.yaml_set_comment_before_after_key("server", before="\n" + _lines(setup.notes.get("server", "")), indent=0)
     upstream = CommentedMap()
     for key, value in setup.upstream.items():
         upstream[key] = _flow(value) if isinstance(value, dict) else value
@@ -158,7 +167,8 @@ def render(setup: Setup, tools: list[Tool], forbidden: list[Tool], hidden: list[
             upstream.yaml_add_eol_comment(_clean(setup.notes[key]), key)
     root["upstream"] = upstream
     root.yaml_set_comment_before_after_key(
-        "upstream", before="\nwhere calls go, and the credentials (from the environment)", indent=0)
+        "upstream", before="\n" + _lines("where calls go, and the credentials (from the environment)",
+                                          *([setup.notes["no_auth"]] if "no_auth" in setup.notes else [])), indent=0)
     root["defaults"] = CommentedMap({"response": _flow({"max_bytes": DEFAULT_MAX_BYTES})})
     root.yaml_set_comment_before_after_key(
         "defaults", before="\nevery result is cut to this many bytes (the cut is stated); raise it per tool", indent=0)
@@ -169,8 +179,8 @@ def render(setup: Setup, tools: list[Tool], forbidden: list[Tool], hidden: list[
             head = ["forbidden: never listed, never callable (so `passthrough: true` cannot expose it either)"]
         else:
             own = tool.uses[0].notes if tool.dispatch == "single" else []  # a branch's are written at the branch
-            head = [f"{'=' * 20} {tool.name}: rank {i + 1}, {tool.rank_why}", tool.why, *tool.notes, *own]
-        seq.yaml_set_comment_before_after_key(i, before="\n".join(map(_clean, head)), indent=2)
+            head = [f"{'=' * 16} {tool.name} (rank {i + 1})", tool.rank_why, tool.why, *tool.notes, *own]
+        seq.yaml_set_comment_before_after_key(i, before=_lines(*head), indent=2)
     root["tools"] = seq
     root.yaml_set_comment_before_after_key("tools", before="\n", indent=0)
     out = io.StringIO()
