@@ -314,8 +314,13 @@ def _repair_tool(tool: Tool, parts: list[str], message: str, exposed: list[Tool]
     why = f"the compiler said: {message}"
     use, sub = _branch(tool, parts)
     if parts[:1] == ["units"]:
-        tool.units_off = True
-        tool.notes.append(f"units dropped ({why})")
+        named = re.search(r"unit for '([^']+)'", message)
+        if named and named.group(1) not in tool.refused_units:
+            tool.refused_units.add(named.group(1))
+            tool.notes.append(f"unit of {named.group(1)} dropped ({why})")
+        else:
+            tool.units_off = True
+            tool.notes.append(f"units dropped ({why})")
         return 1
     if use is None:
         if tool.forbidden or len(tool.uses) == 1:

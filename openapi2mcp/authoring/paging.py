@@ -169,9 +169,9 @@ def detect(op: Op, resolver: Resolver) -> tuple[Paging | None, str]:
         if size is not None:
             block["size_param"] = _ref(size)
         return finish(block, f"the body's `{next_url}` holds the next page's URL")
-    found = paging_params(op)
-    if found:
-        return None, (f"{', '.join(f'`{n}`' for n in found)} look like paging, but neither a next-page header nor a "
+    seen = paging_params(op)
+    if seen:
+        return None, (f"{', '.join(f'`{n}`' for n in seen)} look like paging, but neither a next-page header nor a "
                       "next-page field is documented")
     return None, "no paging parameters or next-page fields found"
 

@@ -26,8 +26,8 @@ from openapi2mcp.authoring.paging import jmes_field
 
 ID_NAMES = ("id", "uuid", "uid", "key", "slug", "number", "sha", "name", "namespace", "login", "username", "title",
             "full_name", "display_name", "email", "path", "filename")
-STATUS_NAMES = ("status", "state", "phase", "state_reason", "type", "kind", "draft", "archived", "private", "visibility",
-                "enabled", "active", "conclusion", "livemode", "paid", "merged", "deleted")
+STATUS_NAMES = ("status", "state", "phase", "state_reason", "type", "kind", "draft", "archived", "private",
+                "visibility", "enabled", "active", "conclusion", "livemode", "paid", "merged", "deleted")
 AMOUNT_WORDS = ("amount", "price", "total", "balance", "cost", "fee", "subtotal", "quantity", "currency", "size",
                 "count")
 TIME_WORDS = ("created", "updated", "modified", "deleted", "closed", "merged", "started", "completed", "finished",

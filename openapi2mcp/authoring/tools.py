@@ -39,6 +39,9 @@ class Use:
     paging_why: str = ""
     shape: Shape = field(default_factory=lambda: Shape(None))
     notes: list[str] = field(default_factory=list)  # what a repair changed
+    dry_run: dict[str, Any] | None = None  # the upstream's own preview switch, when it has one
+    idempotent: bool = False  # the operation takes an Idempotency-Key header
+    contract_why: dict[str, str] = field(default_factory=dict)  # dry_run / idempotent -> why
 
     @property
     def op(self) -> Op:
@@ -69,7 +72,8 @@ class Tool:
     score: float = 0.0
     rank_why: str = ""
     read_only: bool = False  # every use only reads, some by POST: say so in the annotations
-    units_off: bool = False  # the compiler refused a drafted unit: the tool keeps none
+    units_off: bool = False  # the compiler refused a drafted unit it did not name: the tool keeps none
+    refused_units: set[str] = field(default_factory=set)  # units the compiler refused, by name
 
     @property
     def risk(self) -> str:
@@ -119,7 +123,28 @@ def make_use(p: Placed, resource: Resource, resolver: Resolver) -> Use:
     else:
         use.shape = draft_select(op.response, resolver, one=False, limit=WRITE_LIMIT)
         use.side_effects = [side_effect(p, resource)]
+        _contract(use)
     return use
+
+
+DRY_RUN_NAMES = frozenset({"dryrun", "dry_run", "dry-run", "validate_only", "validateonly", "preview"})
+
+
+def _contract(use: Use) -> None:
+    """The upstream's own dry run (a boolean `dryRun`-like argument) and idempotency key header."""
+    for a in use.op.args.values():
+        if a.required:
+            continue
+        if a.wire.lower() in DRY_RUN_NAMES and a.schema.get("type") == "boolean" and "." not in a.name:
+            mode = "required" if use.risk == "critical" else "supported"
+            use.dry_run = {"mode": mode, "upstream_param": a.wire}
+            use.params.pop(a.name, None)
+            use.contract_why["dry_run"] = (f"the operation's own `{a.wire}` previews the call"
+                                           + ("; a critical call needs a preview first" if mode == "required" else ""))
+        elif a.location == "header" and a.wire.lower() == "idempotency-key":
+            use.idempotent = True
+            use.params.pop(a.name, None)
+            use.contract_why["idempotent"] = "the operation takes an Idempotency-Key: retries are safe with one"
 
 
 def _clear_paging_names(use: Use) -> None:
@@ -301,7 +326,7 @@ def fill_units(tool: Tool) -> None:
         outputs = set(u.shape.fields)
         names.extend((n, s, outputs) for n, s in u.shape.fields.items())
         for name, schema, near in names:
-            if name in tool.units:
+            if name in tool.units or name in tool.refused_units:
                 continue
             found = unit_of(name, schema, near)
             if found is not None:

@@ -79,6 +79,12 @@ def _use_map(use: Use, tool: Tool, indent: int, single: bool, m: CommentedMap | 
     if use.side_effects:
         m["side_effects"] = CommentedSeq(use.side_effects)
         m.yaml_add_eol_comment("drafted from the summary: say what changes, for whom", "side_effects")
+    if use.dry_run is not None:
+        m["dry_run"] = _flow(use.dry_run)
+        m.yaml_add_eol_comment(_clean(use.contract_why.get("dry_run", "")), "dry_run")
+    if use.idempotent:
+        m["idempotent"] = True
+        m.yaml_add_eol_comment(_clean(use.contract_why.get("idempotent", "")), "idempotent")
     if use.params:
         params = CommentedMap()
         for name in sorted(use.params):
