@@ -245,6 +245,25 @@ def test_prefect_draft_pages_its_filter_bodies(tmp_path: Path) -> None:
     assert flows["risk"] == "low"  # a POST that only reads
 
 
+def test_odd_names_and_shapes_still_compile(tmp_path: Path) -> None:
+    """Duplicate and missing operationIds, an id longer than 64, `action`/`limit` arguments, a
+    non-ASCII path, a dotted path, `{a}-{b}` segments, HEAD, deprecated and admin operations."""
+    spec = ROOT / "tests" / "specs" / "odd-names.yaml"
+    out = tmp_path / "odd.yaml"
+    d = draft_to(spec, out)
+    compiled, data = check_draft(spec, out)
+    assert data["server"]["name"] == "unicode"
+    assert data["upstream"]["base_url"] == "${UNICODE_URL:-https://eu.odd.example/v2}"
+    assert data["upstream"]["auth"] == {"type": "header", "name": "X-Odd-Key", "value": "${UNICODE_API_KEY}"}
+    manage = next(t for t in data["tools"] if t["name"] == "things_manage")
+    assert manage["actions"]["create"]["params"]["action"] == {"rename": "create_action"}  # `action` is taken
+    assert [t["operation"] for t in data["tools"] if t.get("risk") == "forbidden"] == ["execThing"]
+    text = out.read_text(encoding="utf-8")
+    for left_out in ("rootHead  HEAD /", "with space  PATCH /things/{id}", "GET /admin/users  GET /admin/users"):
+        assert left_out in text
+    assert d.summary.forbidden == 1 and d.summary.not_exposed == 3
+
+
 # ----------------------------------------------------------------------------- determinism, ranking, bad input
 
 

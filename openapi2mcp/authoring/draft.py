@@ -198,7 +198,7 @@ def _left_out(op: Op) -> tuple[str, str] | None:
 def _unique_names(tools: list[Tool]) -> None:
     seen: set[str] = set()
     for t in tools:
-        base = t.name[:60]
+        base = t.name[:56]  # room for a `_NNN` suffix within 64
         name, n = base, 2
         while name in seen:
             name, n = f"{base}_{n}", n + 1
@@ -434,7 +434,7 @@ def _move_out(tool: Tool, use: Use, exposed: list[Tool], why: str) -> None:
     use.when = []
     label = use.label or action_name(use.placed.kind)
     taken = {t.name for t in exposed}
-    base = f"{tool.resource.name}_{label}"[:60]
+    base = f"{tool.resource.name}_{label}"[:56]
     name, n = base, 2
     while name in taken:
         name, n = f"{base}_{n}", n + 1

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -239,10 +240,15 @@ def first_line(text: Any, limit: int = 160) -> str:
 _WORD = re.compile(r"[A-Z]+\d*(?=[A-Z][a-z])|[A-Z]?[a-z0-9]+|[A-Z0-9]+")
 
 
+def ascii_fold(text: str) -> str:
+    """Letters without their accents (`Ünïcode` -> `Unicode`), others dropped: names are ASCII."""
+    return unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
+
+
 def split_words(text: str) -> list[str]:
     """Words of identifiers and prose, lower case: `listPetsByID`, `list-pets_by.id` -> list, pets, by,
     id; `v1beta1` and `k8s` stay whole."""
-    return [w.lower() for w in _WORD.findall(text)]
+    return [w.lower() for w in _WORD.findall(ascii_fold(text))]
 
 
 def snake(text: str) -> str:

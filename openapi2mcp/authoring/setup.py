@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from openapi2mcp.authoring.facts import Op, Resolver
+from openapi2mcp.authoring.facts import Op, Resolver, ascii_fold
 from openapi2mcp.manifest import Manifest
 
 STOP_WORDS = frozenset({"api", "apis", "rest", "restful", "openapi", "swagger", "http", "https", "web", "service",
@@ -40,7 +40,7 @@ class Setup:
 def server_name(title: str) -> str:
     """The title's distinctive words (`GitHub v3 REST API` -> github, `Docker Engine API` ->
     docker-engine): two of a title of at most four words, else one."""
-    every = re.findall(r"[a-z0-9]+", re.sub(r"'s\b", "", title.lower()))
+    every = re.findall(r"[a-z0-9]+", re.sub(r"'s\b", "", ascii_fold(title).lower()))
     words = [w for w in every if w not in STOP_WORDS and not re.fullmatch(r"v?\d+", w)]
     return "-".join(words[:2] if len(every) <= 4 else words[:1])[:30].strip("-") or "api"
 

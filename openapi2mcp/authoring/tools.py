@@ -185,7 +185,7 @@ def side_effect(p: Placed, resource: Resource) -> str:
 
 
 def action_name(text: str) -> str:
-    name = snake(text)[:60] or "call"
+    name = snake(text)[:56] or "call"  # room for a `_NNN` suffix within 64
     return name if _ACTION.match(name) else "do_" + name
 
 
@@ -300,7 +300,8 @@ def describe(tool: Tool) -> None:
     elif tool.dispatch == "variants":
         fallback, by_id = uses[-1], uses[:-1]
         tool.description = f"{fallback.op.summary.rstrip('.') or 'List ' + noun(tool.resource)}. " + " ".join(
-            f"With {', '.join(u.when)}: {_lower_first(u.op.summary.rstrip('.')) or u.placed.kind}." for u in by_id)
+            f"With {', '.join(u.when)}: {_lower_first(u.op.summary.rstrip('.')) or 'the ' + u.placed.kind}."
+            for u in by_id)
     else:
         verb = "Read" if all(u.placed.read for u in uses) else "Change"
         tool.description = f"{verb} {noun(tool.resource)}: {', '.join(u.label for u in uses)}."
