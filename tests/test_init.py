@@ -378,3 +378,50 @@ def test_drafted_tools_work_against_the_petstore(loop: BlockingPortal, tmp_path:
         finally:
             session.close()
         up.assert_no_violations()
+
+
+@pytest.mark.thirdparty
+def test_drafted_tools_work_against_kinto(loop: BlockingPortal, tmp_path: Path) -> None:
+    """A third-party server we did not write: Kinto's live Swagger 2.0 spec, drafted, served as
+    written (credentials from $OPENAPI2MCP_USERNAME/PASSWORD: the spec declares no scheme), and
+    called with the SDK client."""
+    import secrets
+
+    import httpx2
+
+    from tests.thirdparty.support import Service, fetch_spec, server_python
+    from tests.thirdparty.test_kinto import INI
+
+    python = server_python("kinto")
+    ini = tmp_path / "kinto.ini"
+    ini.write_text(INI.format(secret=secrets.token_hex(32)), encoding="utf-8")
+    run = "import sys; from kinto.__main__ import main; sys.exit(main(sys.argv[1:]))"
+    user, password = "drafter", "canary-init-kinto-5a8e"
+    with Service.start("kinto", lambda port: [str(python), "-c", run, "start", "--ini", str(ini), "--port", str(port)],
+                       ready="/v1/__heartbeat__", log_dir=tmp_path) as kinto:
+        with httpx2.Client(base_url=kinto.direct + "/v1", trust_env=False, timeout=30) as rest:
+            rest.put(f"/accounts/{user}", json={"data": {"password": password}}).raise_for_status()
+            rest.put("/buckets/shelf", auth=(user, password)).raise_for_status()
+            rest.put("/buckets/shelf/collections/books", auth=(user, password)).raise_for_status()
+        spec = fetch_spec(kinto.direct + "/v1/__api__", tmp_path / "kinto.json")
+        out = tmp_path / "kinto.yaml"
+        proc = run_cli("init", str(spec), "-o", str(out))
+        assert proc.returncode == 0, proc.stderr
+        check_draft(spec, out)
+        env = {"KINTO_URL": kinto.url + "/v1", "OPENAPI2MCP_USERNAME": user, "OPENAPI2MCP_PASSWORD": password}
+        session = McpSession.stdio(loop, [str(spec), "--overlay", str(out)], mode="auto", label="init-kinto",
+                                   log_dir=tmp_path, env=env)
+        try:
+            names = {t.name for t in session.list_tools()}
+            assert {"records_manage", "records_list", "records_get"} <= names
+            where = {"bucket_id": "shelf", "collection_id": "books"}
+            created = ok(session.call("records_manage", {"action": "create", **where, "data": {"title": "Dune"}}))
+            record = created["data"]
+            assert record["title"] == "Dune"
+            listed = ok(session.call("records_list", where))
+            assert [r["id"] for r in listed["data"]] == [record["id"]]
+            one = ok(session.call("records_get", {**where, "id": record["id"]}))
+            assert one["data"]["title"] == "Dune"
+            assert password not in "".join(session.seen)
+        finally:
+            session.close()

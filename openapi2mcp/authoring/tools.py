@@ -296,7 +296,7 @@ def describe(tool: Tool) -> None:
     """The tool's description from its operations' summaries (the compiler adds one line per branch)."""
     uses = tool.uses
     if tool.dispatch == "single":
-        tool.description = _about(uses[0].op)
+        tool.description = _about(uses[0].op, uses[0].placed.kind, tool.resource)
     elif tool.dispatch == "variants":
         fallback, by_id = uses[-1], uses[:-1]
         tool.description = f"{fallback.op.summary.rstrip('.') or 'List ' + noun(tool.resource)}. " + " ".join(
@@ -351,12 +351,12 @@ def _title(summary: str) -> str:
     return text if len(text) <= 60 else text[:57].rsplit(" ", 1)[0] + "..."
 
 
-def _about(op: Op) -> str:
+def _about(op: Op, kind: str, resource: Resource) -> str:
     """A single tool's description: the summary, and the description's first sentence if it adds to it."""
     more = first_line(op.description, 240)
     summary = op.summary.rstrip(".")
     if not summary:
-        return more or op.key
+        return more or f"{kind.replace('_', ' ').capitalize()} {noun(resource)}: {op.key}."
     if more and more.rstrip(".").lower() != summary.lower() and not more.lower().startswith(summary.lower()):
         return f"{summary}. {more}"
     return summary + "."
