@@ -251,7 +251,7 @@ def test_odd_names_and_shapes_still_compile(tmp_path: Path) -> None:
     spec = ROOT / "tests" / "specs" / "odd-names.yaml"
     out = tmp_path / "odd.yaml"
     d = draft_to(spec, out)
-    compiled, data = check_draft(spec, out)
+    _, data = check_draft(spec, out)
     assert data["server"]["name"] == "unicode"
     assert data["upstream"]["base_url"] == "${UNICODE_URL:-https://eu.odd.example/v2}"
     assert data["upstream"]["auth"] == {"type": "header", "name": "X-Odd-Key", "value": "${UNICODE_API_KEY}"}
