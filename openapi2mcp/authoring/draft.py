@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -222,21 +223,19 @@ def _finish(server: dict[str, Any], exposed: list[Tool]) -> None:
 
 
 def _header(spec: LoadedSpec, s: Summary, name: str, max_tools: int) -> list[str]:
-    return [
-        f"A draft tool overlay for {s.title}, written by `openapi2mcp init` from {s.spec}",
-        f"(sha256 {spec.sha256}).",
-        "It compiles as is; now read it and edit: descriptions, risk, hidden arguments, `select`, and",
-        "which operations to expose. The comments say how each guess was made.",
-        "",
-        f"  openapi2mcp inspect {s.spec} --overlay {name}   # the tools exactly as a client sees them",
-        f"  openapi2mcp serve {s.spec} --overlay {name}",
-        "",
+    prose = [
+        f"A draft tool overlay for {s.title}, written by `openapi2mcp init` from {s.spec} (sha256 {spec.sha256}). "
+        "It compiles as is; now read it and edit: descriptions, risk, hidden arguments, `select`, and which "
+        "operations to expose. The comments say how each guess was made (docs/authoring.md).",
         f"{s.tools} tool(s) (at most {max_tools}) use {s.covered} of {s.operations} operations; {s.forbidden} "
-        f"forbidden, {s.not_exposed} not exposed (listed at the end with the reason).",
-        f"tools/list: {s.listed_bytes:,} bytes, ~{s.listed_tokens:,} tokens; the raw conversion "
-        f"(--all-operations): {s.raw_bytes:,} bytes, ~{s.raw_tokens:,} tokens ({s.ratio:g}x).",
-        "See docs/authoring.md for how each guess is made.",
+        f"forbidden, {s.not_exposed} not exposed (listed at the end with the reason). tools/list: "
+        f"{s.listed_bytes:,} bytes, ~{s.listed_tokens:,} tokens; the raw conversion (--all-operations): "
+        f"{s.raw_bytes:,} bytes, ~{s.raw_tokens:,} tokens ({s.ratio:g}x).",
     ]
+    wrapped = [textwrap.wrap(p, 96, break_long_words=False, break_on_hyphens=False) for p in prose]
+    return [*wrapped[0], "",
+            f"  openapi2mcp inspect {s.spec} --overlay {name}   # the tools exactly as a client sees them",
+            f"  openapi2mcp serve {s.spec} --overlay {name}", "", *wrapped[1]]
 
 
 # ============================================================================ repairs

@@ -239,7 +239,8 @@ def variant_order(reads: list[Use]) -> tuple[list[Use], list[Use]]:
 
 
 def _single(u: Use, resource: Resource, category: str | None, why: str, read_only: bool = False) -> Tool:
-    return Tool(f"{resource.name}_{action_name(u.placed.kind)}", resource, "single", [u],
+    """A tool of one operation, named by its label (set by `labels` when the kind is not enough)."""
+    return Tool(f"{resource.name}_{u.label or action_name(u.placed.kind)}", resource, "single", [u],
                 title=_title(u.op.summary) or f"{u.placed.kind.title()} {noun(resource)}", category=category,
                 read_only=read_only, why=why)
 
@@ -257,11 +258,13 @@ def build_tools(resource: Resource, reads: list[Placed], writes: list[Placed], r
                 f"{resource.name}_find", resource, "variants", ordered, title=f"Find {noun(resource)}",
                 category=category, read_only=any(u.op.method != "GET" for u in ordered),
                 why=f"{len(ordered)} reads of {noun(resource)}, picked by the arguments given"))
+            labels(left, resource)
             for u in left:
                 tools.append(_single(u, resource, category, read_only=u.op.method != "GET",
                                      why=f"a read of {noun(resource)} that its arguments do not tell apart from "
                                          "the others"))
         elif len(uses) <= 2:  # a list and a get that no argument tells apart: two tools
+            labels(uses, resource)
             for u in uses:
                 u.when = []
                 tools.append(_single(u, resource, category, read_only=u.op.method != "GET",
