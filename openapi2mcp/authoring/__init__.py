@@ -1,20 +1,27 @@
-"""The authoring stage: tools that help a person write and review an overlay (docs/authoring.md)."""
+"""The authoring stage: tools that help a person write and review an overlay (docs/authoring.md):
+`init` drafts one from a spec, `lint` reviews it, `diff` says what a spec upgrade does to the tools.
+
+Used from outside only through these names; the modules are private to the package.
+"""
 
 from __future__ import annotations
 
 from openapi2mcp.authoring.clients import PROFILES, ClientProfile
 from openapi2mcp.authoring.diff import DiffReport, ToolDiff, diff_manifests, diff_specs, is_manifest, read_manifest
+from openapi2mcp.authoring.draft import DEFAULT_MAX_TOOLS, Draft, Summary, draft_overlay
 from openapi2mcp.authoring.lint import RULES, Finding, LintOptions, LintReport, Rule, Severity, run_lint
 from openapi2mcp.authoring.project import LoadOptions, Project, load_project
 from openapi2mcp.authoring.sarif import to_sarif
 from openapi2mcp.authoring.schemadiff import Change
 
 __all__ = [
+    "DEFAULT_MAX_TOOLS",
     "PROFILES",
     "RULES",
     "Change",
     "ClientProfile",
     "DiffReport",
+    "Draft",
     "Finding",
     "LintOptions",
     "LintReport",
@@ -22,9 +29,11 @@ __all__ = [
     "Project",
     "Rule",
     "Severity",
+    "Summary",
     "ToolDiff",
     "diff_manifests",
     "diff_specs",
+    "draft_overlay",
     "is_manifest",
     "load_project",
     "read_manifest",

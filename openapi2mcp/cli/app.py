@@ -6,6 +6,7 @@
     openapi2mcp serve   --manifest manifest.json [...]
     openapi2mcp demo
     openapi2mcp schema  overlay|manifest
+    openapi2mcp init    SPEC [-o overlay.yaml] [--max-tools N] [--json]
     openapi2mcp lint    SPEC --overlay FILE [--client NAME ...] [--format text|json|sarif]
     openapi2mcp diff    OLD_SPEC NEW_SPEC --overlay FILE [--fail-on breaking]   (or two Manifests)
 
@@ -18,13 +19,15 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from openapi2mcp.cli.authoring import register as register_authoring
+from openapi2mcp.cli.guard import fail as _fail
+from openapi2mcp.cli.guard import guarded as _guarded
 from openapi2mcp.runtime import HttpLimits  # stdlib only: its defaults are the flags' defaults
 
 if TYPE_CHECKING:
@@ -40,7 +43,6 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-T = TypeVar("T")
 
 SpecArg = Annotated[str, typer.Argument(help="OpenAPI 3.0/3.1 or Swagger 2.0 document: a file path or an http(s) URL.")]
 OverlayOpt = Annotated[
@@ -74,52 +76,6 @@ class Transport(StrEnum):
 
 
 # ============================================================================ error handling
-
-
-def _fail(message: str, code: int = 2) -> NoReturn:
-    typer.echo(f"openapi2mcp: {message}", err=True)
-    raise typer.Exit(code)
-
-
-def _guarded(fn: Callable[[], T]) -> T:
-    """Run a command body: user errors exit 2 with their message, bugs exit 1 without a traceback."""
-    from openapi2mcp.errors import InputError
-
-    try:
-        return fn()
-    except InputError as e:
-        _fail("error: " + e.render())
-    except typer.Exit:
-        raise
-    except KeyboardInterrupt:
-        raise typer.Exit(130) from None
-    except BrokenPipeError:  # `openapi2mcp inspect ... | head`: the reader left; not an error
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        raise typer.Exit(0) from None
-    except ExceptionGroup as group:  # a task group (the stdio server's): the client may have closed its end
-        from openapi2mcp.runtime import client_gone
-
-        if client_gone(group) is None:
-            return _bug(group)
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        raise typer.Exit(0) from None
-    except Exception as e:
-        return _bug(e)
-
-
-def _bug(e: Exception) -> NoReturn:
-    from openapi2mcp.runtime import describe  # a task group's error is named by what is inside it
-    from openapi2mcp.upstream import ConfigError
-
-    if isinstance(e, ConfigError):
-        _fail(f"error: {e}")
-    if os.environ.get("OPENAPI2MCP_DEBUG"):
-        raise e
-    _fail(
-        f"internal error ({describe(e)}). This is a bug in openapi2mcp; rerun with "
-        "OPENAPI2MCP_DEBUG=1 for the traceback and report it.",
-        code=1,
-    )
 
 
 def _compile(
@@ -639,9 +595,7 @@ def _pairs(items: list[str] | None, flag: str) -> dict[str, str]:
     return out
 
 
-from openapi2mcp.cli.authoring import register as register_authoring  # noqa: E402  (lint, diff: docs/authoring.md)
-
-register_authoring(app, _guarded)
+register_authoring(app)  # init, lint, diff (cli/authoring.py)
 
 
 def main() -> None:

@@ -28,7 +28,7 @@ from openapi2mcp.overlay.model import (
     overlay_json_schema,
 )
 from openapi2mcp.overlay.oai import apply_oai_overlays
-from openapi2mcp.overlay.reading import read_overlay
+from openapi2mcp.overlay.reading import parse_overlay, read_overlay
 
 __all__ = [
     "ActionDef",
@@ -51,5 +51,6 @@ __all__ = [
     "VariantDef",
     "apply_oai_overlays",
     "overlay_json_schema",
+    "parse_overlay",
     "read_overlay",
 ]

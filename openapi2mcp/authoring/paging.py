@@ -1,0 +1,258 @@
+"""How a list operation pages, read off its parameters, response headers and response fields.
+
+In this order (the first that fits wins), each in a style the compiler supports
+(docs/task-tools.md#pagination-one-contract-for-every-api):
+
+1. a documented `Link` response header -> `link` (GitHub);
+2. a header with the next page's URL (`Next-Page`, `X-Next-Page-Url`, ...) -> `next_url` + `header`
+   (Kinto), or a next-cursor header (`X-Next-Cursor`, `X-Continuation-Token`) with a cursor
+   parameter -> `header_cursor`;
+3. a cursor parameter (cursor, page_token, after, starting_after, continue, marker, _token) and a
+   next-cursor field in the body (next_cursor, nextPageToken, response_metadata.next_cursor,
+   metadata.continue, ...) -> `body_cursor`; with `has_more` and no such field, the next cursor
+   is the last item's id (Stripe, OpenAI: ``has_more && data[-1].id || `null` ``);
+4. offset + limit parameters -> `offset`; page + size parameters -> `page`;
+5. a next-page URL in the body (next, next_url, links.next, `@odata.nextLink`) -> `next_url` + `next`.
+
+The list's place in the page (`items`) is the body itself when it is an array, else the array
+property (`data`, `items`, `results`, ... or the only one); `total` is an integer total, count or
+total_count field when the page has one. Paging parameters may also be top-level properties of
+a JSON request body (a search sent as a POST: Prefect's `/flows/filter`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from openapi2mcp.authoring.facts import Arg, Op, Resolver
+from openapi2mcp.authoring.grouping import list_key
+
+PAGE = ("page", "page_number", "pagenumber", "pageindex", "page_index", "pageno")
+SIZE = ("per_page", "perpage", "page_size", "pagesize", "limit", "_limit", "size", "count", "max_results",
+        "maxresults", "pagelen", "top", "$top", "max", "max_items", "maxitems", "first", "take")
+OFFSET = ("offset", "skip", "$skip", "start", "start_index", "startindex", "from")
+CURSOR = ("cursor", "page_token", "pagetoken", "next_page_token", "nextpagetoken", "starting_after", "after",
+          "continue", "continuation_token", "continuationtoken", "marker", "_token", "next_token", "nexttoken",
+          "page_cursor", "pagecursor", "next_cursor", "nextcursor", "$skiptoken", "skiptoken")
+NEXT_CURSOR_FIELDS = ("next_cursor", "nextcursor", "next_page_token", "nextpagetoken", "next_token", "nexttoken",
+                      "continuation_token", "continuationtoken", "continue", "cursor", "next_marker", "nextmarker",
+                      "after", "end_cursor", "endcursor")
+NEXT_URL_FIELDS = ("next", "next_url", "nexturl", "next_link", "nextlink", "@odata.nextlink", "next_page_url",
+                   "nextpageurl", "next_page", "nextpage")
+NEXT_CONTAINERS = ("response_metadata", "metadata", "meta", "pagination", "paging", "links", "_links", "page_info",
+                   "pageinfo", "cursors", "page")
+TOTAL_FIELDS = ("total", "total_count", "totalcount", "total_results", "totalresults", "total_items", "totalitems",
+                "count", "total_size", "totalsize")
+DEFAULT_PAGE_SIZE = 20
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass
+class Paging:
+    """The drafted `pagination` block, why it was chosen, and the item schema `select` applies to."""
+
+    block: dict[str, Any]
+    why: str
+    item_schema: dict[str, Any] | None
+    uses: set[str] = field(default_factory=set)  # the argument names the paging takes over
+
+
+def jmes_field(name: str) -> str:
+    """A field name as a JMESPath identifier (quoted when it is not a bare identifier)."""
+    return name if _IDENT.match(name) else '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _find(args: dict[str, Arg], names: tuple[str, ...], kinds: tuple[str, ...] = ("query", "body")) -> Arg | None:
+    wanted = {n: i for i, n in enumerate(names)}
+    found = [a for a in args.values() if a.location in kinds and a.wire.lower() in wanted and "." not in a.name]
+    found.sort(key=lambda a: (wanted[a.wire.lower()], a.location != "query"))
+    return found[0] if found else None
+
+
+def _ref(arg: Arg) -> str:
+    """How a paging key names an argument: the spec's name (a body property by its top-level name)."""
+    return arg.wire
+
+
+def detect(op: Op, resolver: Resolver) -> tuple[Paging | None, str]:
+    """The paging of a list operation, or (None, why not)."""
+    body = op.response
+    if body is None:
+        return None, "no JSON response to page through"
+    items, item_schema = _items(body, resolver)
+    if items is None:
+        return None, "the response holds no list"
+    headers = {h.lower(): h for h in op.response_headers}
+    size = _find(op.args, SIZE)
+    page = _find(op.args, PAGE)
+    offset = _find(op.args, OFFSET)
+    cursor = _find(op.args, CURSOR)
+    total = _total(body, resolver) if items else None
+    base: dict[str, Any] = {}
+    if items:
+        base["items"] = items
+    uses: set[str] = set()
+
+    def finish(block: dict[str, Any], why: str, *taken: Arg | None) -> tuple[Paging, str]:
+        for a in (size, *taken):
+            if a is not None:
+                uses.add(a.name)
+        if size is not None:
+            block["page_size"] = _page_size(size)
+            block["max_items"] = max(100, block["page_size"])
+        return Paging({**block, **base}, why, item_schema, uses), why
+
+    if "link" in headers:
+        block: dict[str, Any] = {"style": "link"}
+        if size is not None and size.wire != "per_page":
+            block["size_param"] = _ref(size)
+        if page is not None and page.wire != "page":
+            block["page_param"] = _ref(page)
+        if size is None and page is None:
+            return None, "a Link header, but no page or page-size parameter to start from"
+        return finish(block, "the response has a `Link` header (RFC 8288 rel=next)", page)
+    url_header = next((h for low, h in headers.items() if "next" in low and any(w in low for w in ("page", "url",
+                       "link")) and "cursor" not in low and "token" not in low), None)
+    if url_header is not None:
+        block = {"style": "next_url", "header": url_header}
+        if size is not None:
+            block["size_param"] = _ref(size)
+        if cursor is not None:
+            block["cursor_param"] = _ref(cursor)
+        return finish(block, f"the `{url_header}` response header holds the next page's URL", cursor)
+    cursor_header = next((h for low, h in headers.items() if ("next" in low or "continuation" in low)
+                          and ("cursor" in low or "token" in low)), None)
+    if cursor_header is not None and cursor is not None:
+        block = {"style": "header_cursor", "header": cursor_header, "cursor_param": _ref(cursor)}
+        if size is not None:
+            block["size_param"] = _ref(size)
+        return finish(block, f"the `{cursor_header}` response header holds the next cursor", cursor)
+    if cursor is not None:
+        found = _next_cursor(body, resolver)
+        if found is None and items and _has_more(body, resolver):
+            item_id = "id" in resolver.properties(item_schema or {})
+            last_id = "last_id" in resolver.properties(body)
+            if last_id:
+                found = "has_more && last_id || `null`"
+            elif item_id:
+                found = f"has_more && {items}[-1].id || `null`"
+        if found is not None:
+            block = {"style": "body_cursor", "cursor_param": _ref(cursor), "next": found}
+            if size is not None:
+                block["size_param"] = _ref(size)
+            return finish(block, f"the `{cursor.wire}` parameter takes the cursor that `{found}` gives", cursor)
+    if offset is not None and size is not None:
+        block = {"style": "offset"}
+        if offset.wire != "offset":
+            block["offset_param"] = _ref(offset)
+        if size.wire != "limit":
+            block["size_param"] = _ref(size)
+        if total:
+            block["total"] = total
+        return finish(block, f"`{offset.wire}` and `{size.wire}` parameters", offset)
+    if page is not None:
+        block = {"style": "page"}
+        if page.wire != "page":
+            block["page_param"] = _ref(page)
+        if size is not None and size.wire != "per_page":
+            block["size_param"] = _ref(size)
+        if size is None:
+            return None, f"a `{page.wire}` parameter but no page size to tell a full page"
+        if total:
+            block["total"] = total
+        return finish(block, f"`{page.wire}` and `{size.wire}` parameters", page)
+    next_url = _next_url(body, resolver)
+    if next_url is not None:
+        block = {"style": "next_url", "next": next_url}
+        if size is not None:
+            block["size_param"] = _ref(size)
+        return finish(block, f"the body's `{next_url}` holds the next page's URL")
+    seen = paging_params(op)
+    if seen:
+        return None, (f"{', '.join(f'`{n}`' for n in seen)} look like paging, but neither a next-page header nor a "
+                      "next-page field is documented")
+    return None, "no paging parameters or next-page fields found"
+
+
+def paging_params(op: Op) -> list[str]:
+    """The operation's parameters that look like paging ones (spec names)."""
+    names = set(PAGE) | set(SIZE) | set(OFFSET) | set(CURSOR)
+    return [a.wire for a in op.args.values() if a.location in ("query", "body") and a.wire.lower() in names]
+
+
+def _items(body: dict[str, Any], resolver: Resolver) -> tuple[str | None, dict[str, Any] | None]:
+    """('' for a bare array | the list's JMESPath | None, the item schema)."""
+    if "array" in resolver.types(body):
+        return "", resolver.items(body)
+    key = list_key(body, resolver)
+    if key is None:
+        return None, None
+    return jmes_field(key), resolver.items(resolver.properties(body)[key])
+
+
+def _scalar(schema: dict[str, Any], resolver: Resolver, kinds: set[str]) -> bool:
+    types = resolver.types(schema)
+    return bool(types) and types <= kinds
+
+
+def _fields(body: dict[str, Any], resolver: Resolver) -> list[tuple[str, dict[str, Any], str]]:
+    """(JMESPath, schema, lower-case leaf name) of the top-level fields and those of known containers."""
+    out = []
+    for name, schema in resolver.properties(body).items():
+        out.append((jmes_field(name), schema, name.lower()))
+        if name.lower() in NEXT_CONTAINERS and "object" in resolver.types(schema):
+            for sub, sub_schema in resolver.properties(schema).items():
+                out.append((f"{jmes_field(name)}.{jmes_field(sub)}", sub_schema, sub.lower()))
+                if sub.lower() == "next" and "object" in resolver.types(sub_schema):  # _links.next.href
+                    for leaf, leaf_schema in resolver.properties(sub_schema).items():
+                        out.append((f"{jmes_field(name)}.next.{jmes_field(leaf)}", leaf_schema, f"next.{leaf.lower()}"))
+    return out
+
+
+def _is_url(schema: dict[str, Any], name: str) -> bool:
+    text = f"{schema.get('format', '')} {schema.get('description', '')} {name}".lower()
+    return "uri" in text or "url" in text or "link" in text or name.endswith(".href")
+
+
+def _next_cursor(body: dict[str, Any], resolver: Resolver) -> str | None:
+    for path, schema, leaf in _fields(body, resolver):
+        if leaf in NEXT_CURSOR_FIELDS and _scalar(schema, resolver, {"string", "integer"}) and not (
+            _is_url(schema, leaf) and leaf != "cursor"
+        ):
+            return path
+    return None
+
+
+def _next_url(body: dict[str, Any], resolver: Resolver) -> str | None:
+    for path, schema, leaf in _fields(body, resolver):
+        name = leaf.split(".")[-1]
+        if (leaf in NEXT_URL_FIELDS or leaf == "next.href") and _scalar(schema, resolver, {"string"}) and (
+            name != "next" or _is_url(schema, "") or "." in path
+        ):
+            return path
+    return None
+
+
+def _has_more(body: dict[str, Any], resolver: Resolver) -> bool:
+    props = resolver.properties(body)
+    return any(n.lower() in ("has_more", "hasmore") and _scalar(s, resolver, {"boolean"}) for n, s in props.items())
+
+
+def _total(body: dict[str, Any], resolver: Resolver) -> str | None:
+    for path, schema, leaf in _fields(body, resolver):
+        if leaf in TOTAL_FIELDS and _scalar(schema, resolver, {"integer"}):
+            return path
+    return None
+
+
+def _page_size(size: Arg) -> int:
+    """The spec's default page size, within its bounds, else 20 (or the maximum when smaller)."""
+    schema = size.schema
+    maximum = schema.get("maximum")
+    default = schema.get("default")
+    value = default if isinstance(default, int) and not isinstance(default, bool) and default > 0 else DEFAULT_PAGE_SIZE
+    if isinstance(maximum, int | float) and not isinstance(maximum, bool) and value > maximum:
+        value = int(maximum)
+    return max(1, min(value, 100))
