@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from openapi2mcp.runtime.options import ENV_PREFIX, LIMIT_FLAGS, HttpLimits
+from openapi2mcp.runtime.options import ENV_PREFIX, LIMIT_FLAGS, LOOPBACK, HttpLimits, is_loopback
 
 if TYPE_CHECKING:
     from openapi2mcp.runtime.access import SCOPES_VAR, local_caller
@@ -53,6 +53,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "ENV_PREFIX",
     "LIMIT_FLAGS",
+    "LOOPBACK",
     "SCOPES_VAR",
     "AuthOptions",
     "HttpLimits",
@@ -62,6 +63,7 @@ __all__ = [
     "configure_logging",
     "describe",
     "http_app",
+    "is_loopback",
     "leaves",
     "local_caller",
     "require_public_url",

@@ -51,6 +51,7 @@ from starlette.routing import Route
 
 from openapi2mcp.manifest import parse_scopes
 from openapi2mcp.runtime.access import Caller, caller_of_token, token_subject
+from openapi2mcp.runtime.options import is_loopback
 from openapi2mcp.upstream import ConfigError
 
 log = logging.getLogger("openapi2mcp.auth")
@@ -63,7 +64,6 @@ JWT_ALGORITHMS: Final = ("RS256", "ES256", "EdDSA")
 JWT_LEEWAY: Final = 30.0  # seconds of clock skew accepted on exp / nbf / iat
 PRM_PREFIX: Final = "/.well-known/oauth-protected-resource"
 MAX_PEEK_BYTES: Final = 4 * 1024 * 1024  # the SDK's own request body limit; larger bodies are its to refuse
-_LOOPBACK: Final = ("127.0.0.1", "localhost", "::1")
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -372,7 +372,7 @@ def auth_config(
     if options.no_auth and verifiers:
         raise ConfigError("--no-auth contradicts the auth settings given (tokens or --jwks-url): pick one")
     if not verifiers:
-        if host not in _LOOPBACK and host != "" and not options.no_auth:
+        if not is_loopback(host) and not options.no_auth:
             raise ConfigError(needs_auth_message(host))
         return AuthConfig()
     combined: TokenVerifier = verifiers[0] if len(verifiers) == 1 else ChainVerifier(verifiers)

@@ -101,7 +101,7 @@ from openapi2mcp.runtime.audit import (
     repairs_summary,
 )
 from openapi2mcp.runtime.limits import RateLimiter
-from openapi2mcp.runtime.options import HttpLimits
+from openapi2mcp.runtime.options import HttpLimits, is_loopback
 from openapi2mcp.runtime.paginate import Paginator
 from openapi2mcp.runtime.policy import (
     AUTO_APPROVE_VAR,
@@ -145,7 +145,6 @@ log = logging.getLogger("openapi2mcp.runtime")
 
 MAX_REPORTED_PROBLEMS: Final = 5
 DEFAULT_MAX_BINARY_BYTES: Final = 4_000_000
-_LOOPBACK: Final = ("127.0.0.1", "localhost", "::1")
 
 
 def configure_logging(level: str | int = "INFO") -> None:
@@ -1054,7 +1053,7 @@ def transport_security(
     hosts: list[str] = []
     for h in allowed_hosts or []:
         hosts += [h] if h.endswith(":*") or ":" in h.rsplit("]", 1)[-1] else [h, f"{h}:*"]
-    if host in _LOOPBACK or host == "":
+    if is_loopback(host):
         hosts += ["127.0.0.1:*", "localhost:*", "[::1]:*"]
     elif not hosts:
         raise ConfigError(
@@ -1098,7 +1097,7 @@ def http_app(
         configure_logging(log_level)
     security = transport_security(host, allowed_hosts, allowed_origins)
     config = auth or access_auth.AuthConfig()
-    if not config.enabled and host not in _LOOPBACK and host != "" and not no_auth:
+    if not config.enabled and not is_loopback(host) and not no_auth:
         raise ConfigError(access_auth.needs_auth_message(host))
     access_auth.require_public_url(config, host_checked=security.enable_dns_rebinding_protection)
     limits = limits or HttpLimits()

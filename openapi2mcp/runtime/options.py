@@ -11,6 +11,12 @@ if TYPE_CHECKING:
 
 
 ENV_PREFIX: Final = "OPENAPI2MCP_"
+LOOPBACK: Final = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def is_loopback(host: str) -> bool:
+    """An address only this machine reaches ("" too: the SDK's own default binds loopback)."""
+    return host in LOOPBACK or host == ""
 
 
 @dataclass(frozen=True)
