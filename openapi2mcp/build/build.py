@@ -43,6 +43,7 @@ from typing import Any, Final, Literal
 from openapi2mcp import __version__
 from openapi2mcp.errors import InputError
 from openapi2mcp.manifest import VARIABLE, Manifest
+from openapi2mcp.serving import options_markdown
 from openapi2mcp.upstream import SECRET_HEADER
 
 
@@ -516,6 +517,7 @@ def _readme(plan: _Plan, env_vars: list[EnvVar]) -> str:
         "content_hash": m.content_hash,
         "source_rows": "\n".join(sources),
         "lock_method": plan.lock.method,
+        "server_options": options_markdown().rstrip("\n"),
     }
     return _fill(_template("README.md.tmpl"), values)
 
