@@ -427,9 +427,10 @@ def build(
         str | None, typer.Option("--version", help="Package version (default: the API's version).")
     ] = None,
     base_image: Annotated[str, typer.Option(help="The Dockerfile's base image.")] = "python:3.12-slim",
-    openapi2mcp_wheel: Annotated[
+    runtime_wheel: Annotated[
         Path | None,
-        typer.Option(help="The openapi2mcp-tools wheel to ship (default: built from this source checkout)."),
+        typer.Option(help="The openapi2mcp-runtime wheel to ship (default: written from this openapi2mcp's "
+                     "run-time modules)."),
     ] = None,
     lock: Annotated[
         LockChoice,
@@ -454,12 +455,14 @@ def build(
                                fetch_timeout)
         target = out or Path("dist") / (package_name(name) if name else default_name(m))
         result = build_package(m, target, name=name, version=version, base_image=base_image,
-                               openapi2mcp_wheel_file=openapi2mcp_wheel, lock=lock.value)
+                               runtime_wheel_file=runtime_wheel, lock=lock.value)
         for w in result.warnings:
             typer.echo(f"openapi2mcp: warning: {w}", err=True)
         typer.echo(f"wrote {target}: {result.name} {result.version}, {len(result.files)} files, "
                    f"lock: {result.lock_method}, {time.monotonic() - started:.1f} s", err=True)
-        typer.echo(f"  pip install --find-links {target}/wheels {target} && {result.name} --help\n"
+        venv = f".venv-{result.name}"  # its own environment: openapi2mcp-runtime and -tools hold the same files
+        typer.echo(f"  python -m venv {venv} && {venv}/bin/pip install --find-links {target}/wheels {target} && "
+                   f"{venv}/bin/{result.name} --help\n"
                    f"  docker build -t {result.name}:{result.version} {target}", err=True)
 
     _guarded(run)
