@@ -451,6 +451,32 @@ def test_installed_package_is_standalone(installed: Path, tmp_path: Path) -> Non
     assert check.returncode == 2 and "NOTES_API_URL" in check.stderr + check.stdout
 
 
+RUNTIME_API_SCRIPT = """
+import importlib.resources, anyio
+from openapi2mcp import Manifest, testing
+
+manifest = Manifest.from_json(importlib.resources.files("notes_mcp").joinpath("manifest.json").read_bytes())
+
+async def main():
+    async with testing.connect(manifest) as client:
+        found = await client.call_tool("notes_search", {"keyword": "mcp"})
+        print(found.structured_content["evidencePaths"][0])
+
+anyio.run(main)
+"""
+
+
+@pytest.mark.slow
+def test_runtime_only_install_has_the_testing_api(installed: Path, tmp_path: Path) -> None:
+    """openapi2mcp.testing works where only openapi2mcp-runtime is installed (no compiler)."""
+    with Upstream.start("notes") as up:
+        done = subprocess.run([installed / "python", "-c", RUNTIME_API_SCRIPT], capture_output=True, text=True,
+                              cwd=tmp_path, env=_env(NOTES_API_URL=up.base_url), timeout=60)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert done.stdout.strip() == "ai-agent/mcp-basics.md"
+        assert up.count("searchNotes") == 1
+
+
 async def _exercise(client: Client, up: Upstream) -> None:
     listed = await client.list_tools()
     assert {t.name for t in listed.tools} == LISTED
