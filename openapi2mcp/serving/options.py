@@ -281,10 +281,10 @@ def options_markdown(options: Sequence[Option] = OPTIONS) -> str:
     rows = ["| flag | variable | default | meaning |", "|---|---|---|---|"]
     for o in options:
         flag = f"`{o.flag}{' ' + o.metavar if o.metavar else ''}`" + (f", `{o.short}`" if o.short else "")
-        rows.append(f"| {flag} | `{o.env}` | {_md(o.default_text)} | {_md(o.help)} |")
+        rows.append(f"| {_md(flag)} | `{o.env}` | {_md(o.default_text)} | {_md(o.help)} |")
     rows += [f"| — | `{name}` | — | {_md(text)} |" for name, text in ENV_ONLY]
     return "\n".join(rows) + "\n"
 
 
 def _md(text: str) -> str:
-    return text.replace("|", "\\|")
+    return text.replace("|", "\\|")  # a table cell: GitHub splits cells at a bare | even inside `code`
