@@ -9,6 +9,7 @@ import pytest
 from tests.local import EXAMPLES as EXAMPLES  # for the test modules that import them from here
 from tests.local import corpus_dir
 
+
 def pytest_configure(config: pytest.Config) -> None:
     # Module-scoped fixtures start `openapi2mcp serve` processes, upstreams, packages, an image or a
     # third-party server: each module runs on one xdist worker (`loadfile`, what .ci/run asks for),
