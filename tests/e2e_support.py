@@ -100,6 +100,25 @@ def no_traceback(text: str) -> None:
 # ============================================================================ HTTP server process
 
 
+@contextlib.contextmanager
+def running(command: list[str], env: dict[str, str], log: Path, base: str) -> Iterator[None]:
+    """A server process (any command), up once `base`/healthz answers; stopped with SIGTERM."""
+    with log.open("w") as out:
+        proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=log.parent)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with contextlib.suppress(httpx2.TransportError):
+                if httpx2.get(base + "/healthz", timeout=1, trust_env=False).status_code == 200:
+                    break
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.1)
+        yield
+    finally:
+        proc.terminate()
+        proc.wait(15)
+
+
 class HttpServer:
     """`openapi2mcp serve ... --transport http` in a subprocess, on a free port of 127.0.0.1."""
 

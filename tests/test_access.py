@@ -43,7 +43,7 @@ from openapi2mcp.runtime.access import Caller
 from openapi2mcp.runtime.auth import JwtVerifier, load_static_tokens
 from openapi2mcp.runtime.limits import RateLimiter, TokenBucket
 from openapi2mcp.upstream import ConfigError
-from tests.e2e_support import LEGACY, MODERN, ROOT, HttpServer, child_env, cli, err, free_port, ok
+from tests.e2e_support import LEGACY, MODERN, ROOT, HttpServer, child_env, cli, err, free_port, ok, running
 from tests.helpers import EXAMPLES, compile_text
 from tests.runtime_upstream import serve_in_thread
 
@@ -785,25 +785,6 @@ def test_package_runner_refuses_non_loopback_without_auth(package_dir: Path) -> 
     done = subprocess.run([*check, "--rate-limit", "fast"], env=runner_env(package_dir, {"OPENAPI2MCP_NO_AUTH": "1"}),
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "invalid rate 'fast'" in done.stderr
-
-
-@contextlib.contextmanager
-def running(command: list[str], env: dict[str, str], log: Path, base: str) -> Iterator[None]:
-    """A server process, up once its /healthz answers; stopped with SIGTERM."""
-    with log.open("w") as out:
-        proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=log.parent)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            with contextlib.suppress(httpx2.TransportError):
-                if httpx2.get(base + "/healthz", timeout=1, trust_env=False).status_code == 200:
-                    break
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.1)
-        yield
-    finally:
-        proc.terminate()
-        proc.wait(15)
 
 
 @pytest.mark.anyio

@@ -35,7 +35,7 @@ from examples import Upstream
 from openapi2mcp.errors import InputError
 from openapi2mcp.manifest import parse_scopes
 from openapi2mcp.runtime import Runtime, RuntimeOptions
-from openapi2mcp.serving.package import local_scopes
+from openapi2mcp.serving import local_scopes, resolve
 from openapi2mcp.upstream import ConfigError
 from tests.e2e_support import LEGACY, HttpServer, McpSession, err, ok, portal, run_cli
 from tests.helpers import EXAMPLES, compile_text
@@ -149,9 +149,9 @@ def test_empty_local_scopes_are_no_scope(notes_up: Upstream, tmp_path: Path) -> 
     assert parse_scopes("*") is None and parse_scopes(["*"]) is None
     with pytest.raises(ValueError, match="cannot be combined"):
         parse_scopes("* notes:read")
-    assert local_scopes(None, {}) is None  # unset: every scope (the local user)
-    assert local_scopes(None, {"OPENAPI2MCP_SCOPES": ""}) == frozenset()
-    assert local_scopes("", {"OPENAPI2MCP_SCOPES": "*"}) == frozenset()  # the flag wins
+    assert local_scopes(resolve({}, {}).scopes) is None  # unset: every scope (the local user)
+    assert local_scopes(resolve({}, {"OPENAPI2MCP_SCOPES": ""}).scopes) == frozenset()
+    assert local_scopes(resolve({"scopes": ""}, {"OPENAPI2MCP_SCOPES": "*"}).scopes) == frozenset()  # the flag wins
     overlay = tmp_path / "overlay.yaml"
     overlay.write_text(OVERLAY_SCOPES)
     args = [str(SPEC), "--overlay", str(overlay)]
@@ -579,18 +579,21 @@ def test_serve_refuses_the_red_teams_resource_and_an_old_manifest_with_it(tmp_pa
 def test_http_limit_settings(tmp_path: Path) -> None:
     """The flags and variables of the HTTP limits, and the errors for values that are no limit."""
     from openapi2mcp.runtime import HttpLimits
-    from openapi2mcp.serving.package import UsageError, _limit_values, parser
+    from openapi2mcp.serving import UsageError, parser, resolve
 
-    args = parser("pkg", "test", {}).parse_args(["--header-timeout", "3"])
-    assert _limit_values(args, {"OPENAPI2MCP_MAX_SESSIONS_PER_CALLER": "5", "OPENAPI2MCP_HEADER_TIMEOUT": "9"}) == \
+    def limits(argv: list[str], env: dict[str, str]) -> HttpLimits:
+        return resolve(vars(parser("pkg", "test").parse_args(argv)), env).http_limits
+
+    assert limits(["--header-timeout", "3"], {"OPENAPI2MCP_MAX_SESSIONS_PER_CALLER": "5",
+                                              "OPENAPI2MCP_HEADER_TIMEOUT": "9"}) == \
         HttpLimits(header_timeout=3, sessions_per_caller=5)  # the flag wins over its variable
-    assert _limit_values(parser("pkg", "test", {}).parse_args([]), {}) == HttpLimits()
-    with pytest.raises(UsageError, match="OPENAPI2MCP_BODY_TIMEOUT must be a number, not 'soon'"):
-        _limit_values(args, {"OPENAPI2MCP_BODY_TIMEOUT": "soon"})
+    assert limits([], {}) == HttpLimits()
+    with pytest.raises(UsageError, match="OPENAPI2MCP_BODY_TIMEOUT: 'soon' is not a number"):
+        limits([], {"OPENAPI2MCP_BODY_TIMEOUT": "soon"})
     with pytest.raises(UsageError, match=r"--body-timeout / OPENAPI2MCP_BODY_TIMEOUT: 0\.0 is not a timeout"):
-        _limit_values(parser("pkg", "test", {}).parse_args(["--body-timeout", "0"]), {})
+        limits(["--body-timeout", "0"], {})
     with pytest.raises(UsageError, match="--max-connections / OPENAPI2MCP_MAX_CONNECTIONS: -1 is not a cap"):
-        _limit_values(parser("pkg", "test", {}).parse_args(["--max-connections", "-1"]), {})
+        limits(["--max-connections", "-1"], {})
     overlay = tmp_path / "overlay.yaml"
     overlay.write_text(OVERLAY_SCOPES)
     done = run_cli("serve", str(SPEC), "--overlay", str(overlay), "--header-timeout", "nan",

@@ -9,6 +9,8 @@ makes the running server log every module it imports: none may be of the compile
 
 from __future__ import annotations
 
+import ast
+import base64
 import contextlib
 import hashlib
 import json
@@ -18,6 +20,8 @@ import shutil
 import subprocess
 import sys
 import time
+import tomllib
+import zipfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,7 +37,17 @@ from typer.testing import CliRunner
 from examples import Upstream
 from openapi2mcp import __version__
 from openapi2mcp.build import build_package, client_config
-from openapi2mcp.build.build import environment_variables
+from openapi2mcp.build.build import environment_pins, environment_variables
+from openapi2mcp.build.runtime_dist import (
+    LOADED_BY_LIBRARIES,
+    RUNTIME_MODULES,
+    RUNTIME_REQUIRES,
+    build_runtime_wheel,
+    runtime_files,
+    runtime_requires,
+    tools_metadata,
+    wheel_name,
+)
 from openapi2mcp.cli.app import app
 from openapi2mcp.errors import InputError
 from openapi2mcp.manifest import Manifest
@@ -47,6 +61,9 @@ LISTED = {"notes_search", "notes_read", "tasks_create", "tasks_list"}
 # modules a frozen package must never load: the compile side and the CLI framework
 FORBIDDEN = ("prance", "openapi_core", "openapi_spec_validator", "openapi2mcp.compiler", "openapi2mcp.loader",
              "openapi2mcp.overlay", "openapi2mcp.build", "openapi2mcp.cli", "typer")
+# distributions a frozen package must not even install: the compile side's libraries and the CLI's
+COMPILE_SIDE_DISTRIBUTIONS = ("prance", "openapi-core", "openapi-spec-validator", "ruamel-yaml", "typer",
+                              "jsonpath-rfc9535", "openapi2mcp-tools")
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +92,7 @@ def tool_path(name: str) -> str | None:
 
 def test_package_layout_and_provenance(package: Path, notes: Manifest) -> None:
     files = tree(package)
-    wheel = f"wheels/openapi2mcp_tools-{__version__}-py3-none-any.whl"
+    wheel = f"wheels/openapi2mcp_runtime-{__version__}-py3-none-any.whl"
     assert sorted(files) == sorted([
         ".dockerignore", "Dockerfile", "README.md", "pyproject.toml", "requirements.lock",
         "k8s/deployment.yaml", "k8s/service.yaml", "k8s/hpa.yaml",
@@ -89,7 +106,7 @@ def test_package_layout_and_provenance(package: Path, notes: Manifest) -> None:
     assert [s["sha256"] for s in info["sources"]] == [s.sha256 for s in notes.sources]
     assert info["wheel"]["sha256"] == hashlib.sha256(files[wheel]).hexdigest()
     pyproject = files["pyproject.toml"].decode()
-    assert f'dependencies = ["openapi2mcp-tools=={__version__}"]' in pyproject
+    assert f'dependencies = ["openapi2mcp-runtime=={__version__}"]' in pyproject
     assert 'notes-mcp = "notes_mcp.__main__:main"' in pyproject
     for rel, data in files.items():
         if not rel.endswith(".whl"):
@@ -131,9 +148,11 @@ def test_lock_pins_the_installed_closure(package: Path) -> None:
 
     lines = [ln.split("#")[0].strip() for ln in (package / "requirements.lock").read_text().splitlines()]
     pins = dict(ln.split("==", 1) for ln in lines if ln)
-    assert pins["openapi2mcp-tools"] == __version__
-    for name in ("mcp", "pydantic", "httpx2", "uvicorn", "starlette", "jsonschema", "prance"):
+    assert pins["openapi2mcp-runtime"] == __version__
+    for name in ("mcp", "pydantic", "httpx2", "uvicorn", "starlette", "jsonschema", "pyyaml"):
         assert pins[name] == metadata.version(name), name
+    for name in COMPILE_SIDE_DISTRIBUTIONS:  # the compiler's libraries stay out of a frozen package
+        assert name not in pins, name
 
 
 def test_lock_with_hashes_by_uv(notes: Manifest, tmp_path: Path) -> None:
@@ -145,7 +164,8 @@ def test_lock_with_hashes_by_uv(notes: Manifest, tmp_path: Path) -> None:
     wheel = next((out / "wheels").glob("*.whl"))
     assert result.lock_method.startswith("uv pip compile")
     digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
-    assert f"openapi2mcp-tools=={__version__} \\\n    --hash=sha256:{digest}" in text
+    assert f"openapi2mcp-runtime=={__version__} \\\n    --hash=sha256:{digest}" in text
+    assert not [n for n in COMPILE_SIDE_DISTRIBUTIONS if re.search(rf"^{n}==", text, re.M)]
     blocks = re.split(r"\n(?=[a-z0-9])", text.split("\n", 4)[4])
     assert blocks and all("--hash=sha256:" in b for b in blocks if "==" in b)
     assert json.loads((out / "src/notes_mcp/build.json").read_text())["lock"]["hashes"] is True
@@ -192,13 +212,86 @@ def test_kubernetes(package: Path, notes: Manifest) -> None:
     assert "&id" not in (package / "k8s/deployment.yaml").read_text()
 
 
-def test_openapi2mcp_wheel_ships_the_runtime_and_templates(package: Path) -> None:
-    import zipfile
+def runtime_wheel_names(package: Path) -> list[str]:
+    return zipfile.ZipFile(package / "wheels" / wheel_name()).namelist()
 
-    names = zipfile.ZipFile(next((package / "wheels").glob("*.whl"))).namelist()
-    for needed in ("openapi2mcp/serving/package.py", "openapi2mcp/runtime/core.py", "openapi2mcp/build/build.py",
-                   "openapi2mcp/build/templates/Dockerfile.tmpl", "openapi2mcp/build/templates/README.md.tmpl"):
-        assert needed in names
+
+def test_runtime_wheel_ships_the_run_time_modules_only(package: Path) -> None:
+    names = runtime_wheel_names(package)
+    for needed in ("openapi2mcp/__init__.py", "openapi2mcp/serving/package.py", "openapi2mcp/serving/options.py",
+                   "openapi2mcp/runtime/core.py", "openapi2mcp/upstream/client.py", "openapi2mcp/shape/shaper.py",
+                   "openapi2mcp/manifest/model.py", "openapi2mcp/result.py", "openapi2mcp/errors.py",
+                   "openapi2mcp/testing.py", f"openapi2mcp_runtime-{__version__}.dist-info/RECORD"):
+        assert needed in names, needed
+    tops = {n.split("/")[1].removesuffix(".py") for n in names if n.startswith("openapi2mcp/")}
+    assert tops == {"__init__", *RUNTIME_MODULES}  # no compiler, loader, overlay, build, cli, _examples
+    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+    with zipfile.ZipFile(package / "wheels" / wheel_name()) as wheel:
+        for entry in wheel.infolist():  # reproducible: fixed times and modes
+            assert entry.date_time == (1980, 1, 1, 0, 0, 0) and entry.external_attr >> 16 == 0o644, entry.filename
+        record = wheel.read(f"openapi2mcp_runtime-{__version__}.dist-info/RECORD").decode()
+        for line in record.splitlines()[:-1]:
+            name, digest, size = line.rsplit(",", 2)
+            data = wheel.read(name)
+            assert digest == "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            assert int(size) == len(data)
+        assert set(names) == {ln.split(",")[0] for ln in record.splitlines()}
+
+
+def test_runtime_modules_are_the_forbidden_contracts_sources() -> None:
+    """RUNTIME_MODULES and import-linter's list of the run-time side are one list."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    forbidden = next(c for c in config if c["type"] == "forbidden")
+    assert {m.removeprefix("openapi2mcp.") for m in forbidden["source_modules"]} == set(RUNTIME_MODULES)
+
+
+def test_runtime_requires_are_what_the_runtime_imports() -> None:
+    """Every third-party import of the run-time modules comes with RUNTIME_REQUIRES, and each is imported."""
+    from importlib import metadata
+
+    from packaging.utils import canonicalize_name
+
+    imported: set[str] = set()
+    for _, path in runtime_files(ROOT / "openapi2mcp"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                imported.add(node.module.split(".")[0])
+    third_party = imported - set(sys.stdlib_module_names) - {"openapi2mcp"}
+    owners = metadata.packages_distributions()
+    direct = {canonicalize_name(owners[m][0]) for m in third_party}
+    requires = runtime_requires(tools_metadata(ROOT / "openapi2mcp")[0])
+    closure, missing = environment_pins(requires)
+    assert not missing
+    assert direct <= set(closure), sorted(direct - set(closure))
+    unused = set(RUNTIME_REQUIRES) - direct - set(LOADED_BY_LIBRARIES)
+    assert not unused, sorted(unused)  # no dependency for nothing
+    assert not set(COMPILE_SIDE_DISTRIBUTIONS) & set(closure)
+
+
+def test_runtime_wheel_from_an_installed_openapi2mcp_is_the_same(package: Path, tmp_path: Path) -> None:
+    """`build` from a pip-installed openapi2mcp-tools: its files and dist-info give the same wheel, byte for byte."""
+    isolation = ["--no-build-isolation"] if _has("hatchling") else []
+    _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", *isolation, "--wheel-dir", tmp_path, ROOT],
+         timeout=300)
+    site = tmp_path / "site"
+    with zipfile.ZipFile(next(tmp_path.glob(f"openapi2mcp_tools-{__version__}-*.whl"))) as tools:
+        tools.extractall(site)  # what pip install puts in site-packages
+    assert (site / "openapi2mcp" / "compiler").is_dir() and not (site / "pyproject.toml").exists()
+    made = build_runtime_wheel(tmp_path / "out", source=site / "openapi2mcp")
+    assert made.read_bytes() == (package / "wheels" / wheel_name()).read_bytes()
+
+
+def test_given_runtime_wheel(notes: Manifest, package: Path, tmp_path: Path) -> None:
+    wrong = tmp_path / f"openapi2mcp_tools-{__version__}-py3-none-any.whl"
+    wrong.write_bytes(b"")
+    with pytest.raises(InputError, match="is not the openapi2mcp-runtime"):
+        build_package(notes, tmp_path / "a", lock="pins", runtime_wheel_file=wrong)
+    with pytest.raises(InputError, match="runtime wheel not found"):
+        build_package(notes, tmp_path / "a", lock="pins", runtime_wheel_file=tmp_path / wheel_name())
+    build_package(notes, tmp_path / "b", lock="pins", runtime_wheel_file=package / "wheels" / wheel_name())
+    assert tree(tmp_path / "b") == tree(package)
 
 
 # ============================================================================ the CLI
@@ -263,7 +356,7 @@ def _run(cmd: Sequence[str | Path], **kw: Any) -> None:
 
 def _wheelhouse(lock: Path) -> Path:
     """The third-party wheels of the lock, downloaded once (the only step that needs an index)."""
-    reqs = [ln for ln in lock.read_text().splitlines() if ln and not ln.startswith(("#", "openapi2mcp-tools"))]
+    reqs = [ln for ln in lock.read_text().splitlines() if ln and not ln.startswith(("#", "openapi2mcp-"))]
     key = hashlib.sha256("\n".join(reqs).encode()).hexdigest()[:16]
     house = CACHE / f"wheelhouse-{key}"
     if (house / ".complete").exists():
@@ -332,6 +425,18 @@ def test_installed_package_is_standalone(installed: Path, tmp_path: Path) -> Non
                            capture_output=True, text=True, cwd=tmp_path, env=_env(), check=True)
     for line in probe.stdout.split():
         assert line.startswith(str(installed.parent)), line  # from the venv, not the checkout
+    names = subprocess.run([installed / "python", "-c", "import importlib.metadata as m, json; "
+                            "print(json.dumps([d.metadata['Name'] for d in m.distributions()]))"],
+                           capture_output=True, text=True, cwd=tmp_path, env=_env(), check=True)
+    from packaging.utils import canonicalize_name
+
+    present = {canonicalize_name(n) for n in json.loads(names.stdout)}
+    assert "openapi2mcp-runtime" in present and "mcp" in present
+    assert not present & set(COMPILE_SIDE_DISTRIBUTIONS), sorted(present & set(COMPILE_SIDE_DISTRIBUTIONS))
+    compiler = subprocess.run([installed / "python", "-c", "import openapi2mcp; openapi2mcp.load_spec"],
+                              capture_output=True, text=True, cwd=tmp_path, env=_env())
+    assert compiler.returncode == 1 and "ImportError: openapi2mcp.load_spec is part of the compiler" in compiler.stderr
+    assert "install openapi2mcp-tools" in compiler.stderr
     version = subprocess.run([installed / "notes-mcp", "--version"], capture_output=True, text=True, env=_env())
     assert version.returncode == 0 and version.stdout.startswith(f"notes-mcp 1.0.0 (openapi2mcp {__version__}")
     check = subprocess.run([installed / "notes-mcp", "--transport", "http", "--host", "0.0.0.0",
@@ -344,6 +449,32 @@ def test_installed_package_is_standalone(installed: Path, tmp_path: Path) -> Non
     check = subprocess.run([installed / "notes-mcp", "--check"], capture_output=True, text=True,
                            env=_env(NOTES_API_URL="not a url"))
     assert check.returncode == 2 and "NOTES_API_URL" in check.stderr + check.stdout
+
+
+RUNTIME_API_SCRIPT = """
+import importlib.resources, anyio
+from openapi2mcp import Manifest, testing
+
+manifest = Manifest.from_json(importlib.resources.files("notes_mcp").joinpath("manifest.json").read_bytes())
+
+async def main():
+    async with testing.connect(manifest) as client:
+        found = await client.call_tool("notes_search", {"keyword": "mcp"})
+        print(found.structured_content["evidencePaths"][0])
+
+anyio.run(main)
+"""
+
+
+@pytest.mark.slow
+def test_runtime_only_install_has_the_testing_api(installed: Path, tmp_path: Path) -> None:
+    """openapi2mcp.testing works where only openapi2mcp-runtime is installed (no compiler)."""
+    with Upstream.start("notes") as up:
+        done = subprocess.run([installed / "python", "-c", RUNTIME_API_SCRIPT], capture_output=True, text=True,
+                              cwd=tmp_path, env=_env(NOTES_API_URL=up.base_url), timeout=60)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert done.stdout.strip() == "ai-agent/mcp-basics.md"
+        assert up.count("searchNotes") == 1
 
 
 async def _exercise(client: Client, up: Upstream) -> None:

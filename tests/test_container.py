@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -29,6 +30,7 @@ from openapi2mcp import __version__
 from openapi2mcp.build import build_package
 from tests.helpers import compile_example
 from tests.local import ROOT, free_port
+from tests.test_build import COMPILE_SIDE_DISTRIBUTIONS
 
 pytestmark = pytest.mark.slow
 
@@ -119,6 +121,16 @@ def test_image_labels_and_user(image: str) -> None:
     assert config["User"] == "10001:10001"
     health = data.get("Healthcheck") or config.get("Healthcheck") or {}
     assert "/healthz" in " ".join(health.get("Test", []))
+
+
+def test_image_installs_the_runtime_only(image: str) -> None:
+    """The compiler's libraries are not in the image at all: openapi2mcp-runtime and its closure only."""
+    done = podman("run", "--rm", "--entrypoint", "python", image, "-c",
+                  "import importlib.metadata as m, json; print(json.dumps([d.metadata['Name'] for d in "
+                  "m.distributions()]))")
+    present = {re.sub(r"[-_.]+", "-", name).lower() for name in json.loads(done.stdout)}
+    assert "openapi2mcp-runtime" in present and "mcp" in present
+    assert not present & set(COMPILE_SIDE_DISTRIBUTIONS), sorted(present & set(COMPILE_SIDE_DISTRIBUTIONS))
 
 
 def test_refuses_to_start_without_auth(image: str) -> None:

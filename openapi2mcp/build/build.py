@@ -4,19 +4,20 @@
 
 writes a normal Python project that runs without the spec or the compiler:
 
-    pyproject.toml            `notes-mcp` console script; depends on openapi2mcp-tools==<this version>
+    pyproject.toml            `notes-mcp` console script; depends on openapi2mcp-runtime==<this version>
     README.md                 run, environment variables, container, Kubernetes, client configuration
     requirements.lock         the pinned dependency closure (with --hash lines when uv made it)
-    wheels/                   the openapi2mcp-tools wheel (the distribution is not on PyPI)
+    wheels/                   the openapi2mcp-runtime wheel (runtime_dist.py; not on PyPI)
     src/notes_mcp/            __init__.py, __main__.py, manifest.json (frozen), build.json (provenance)
     Dockerfile, .dockerignore dependency layer, then code layer; non-root; HTTP with auth; HEALTHCHECK
     k8s/                      Deployment + Service + HorizontalPodAutoscaler
 
-The package's command is `openapi2mcp.serving.run`: run-time modules only.
+The package's command is `openapi2mcp.serving.run`: run-time modules only, and the package
+installs only them and their libraries (openapi2mcp-runtime, not openapi2mcp-tools).
 
 Reproducible: the same Manifest, options and environment give byte-identical files: no
-timestamps, sorted JSON keys, "\\n" line endings, fixed file modes, and a wheel built
-reproducibly (hatchling's fixed timestamps). The lock records the versions installed where the
+timestamps, sorted JSON keys, "\\n" line endings, fixed file modes, and a wheel written
+reproducibly (runtime_dist.py). The lock records the versions installed where the
 build runs (that is what was tested), so the build environment is an input too.
 
 This module imports no compiler, prance or openapi-core: `openapi2mcp config` uses it as well.
@@ -43,11 +44,12 @@ from typing import Any, Final, Literal
 from openapi2mcp import __version__
 from openapi2mcp.errors import InputError
 from openapi2mcp.manifest import VARIABLE, Manifest
+from openapi2mcp.build.runtime_dist import RUNTIME, build_runtime_wheel, check_runtime_wheel
+from openapi2mcp.serving import options_markdown
 from openapi2mcp.upstream import SECRET_HEADER
 
 
 DEFAULT_BASE_IMAGE: Final = "python:3.12-slim"
-DISTRIBUTION: Final = "openapi2mcp-tools"
 LockMethod = Literal["auto", "uv", "pins"]
 Client = Literal["claude", "vscode", "cursor"]
 CLIENTS: Final = ("claude", "vscode", "cursor")
@@ -141,59 +143,22 @@ def environment_variables(manifest: Manifest) -> list[EnvVar]:
     return list(found.values())
 
 
-# ============================================================================ the openapi2mcp wheel
+# ============================================================================ the runtime wheel
 
 
-def _wheel_name_ok(path: Path) -> bool:
-    return path.name.startswith(f"openapi2mcp_tools-{__version__}-") and path.suffix == ".whl"
+def runtime_wheel(dest: Path, given: Path | None = None) -> Path:
+    """The openapi2mcp-runtime wheel of this version in `dest`: the one given, or written from this openapi2mcp.
 
-
-def openapi2mcp_wheel(dest: Path, given: Path | None = None) -> Path:
-    """The openapi2mcp-tools wheel of this version, copied or built into `dest`.
-
-    The distribution is not on PyPI, so a package carries its wheel. Given none, it is built
-    from the source checkout this module runs from (hatchling builds reproducibly).
+    Neither distribution is on PyPI, so a package carries its wheel; it holds the run-time
+    modules only (runtime_dist.py), so the package's lock and image leave the compiler out.
     """
+    if given is None:
+        return build_runtime_wheel(dest)
+    check_runtime_wheel(given)
     dest.mkdir(parents=True, exist_ok=True)
-    if given is not None:
-        if not given.is_file():
-            raise InputError.at(f"openapi2mcp wheel not found: {given}")
-        if not _wheel_name_ok(given):
-            raise InputError.at(
-                f"{given.name} is not an openapi2mcp-tools {__version__} wheel",
-                hint="the package pins the openapi2mcp that compiled it; build the wheel of this version",
-            )
-        target = dest / given.name
-        shutil.copyfile(given, target)
-        return target
-    root = Path(__file__).resolve().parents[2]
-    project = root / "pyproject.toml"
-    if not (project.is_file() and f'name = "{DISTRIBUTION}"' in project.read_text(encoding="utf-8")):
-        raise InputError.at(
-            "no openapi2mcp-tools wheel to put in the package (openapi2mcp is not on PyPI and this installation "
-            "is not a source checkout)",
-            hint="pass --openapi2mcp-wheel FILE (`pip wheel --no-deps <openapi2mcp source>` makes one)",
-        )
-    with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", tmp, str(root)]
-        if _importable("hatchling"):
-            cmd[4:4] = ["--no-build-isolation"]  # offline, and the hatchling that is here
-        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        built = [p for p in Path(tmp).glob("*.whl") if _wheel_name_ok(p)]
-        if done.returncode != 0 or len(built) != 1:
-            raise InputError.at(
-                f"building the openapi2mcp wheel from {root} failed: {(done.stderr or done.stdout).strip()[-800:]}",
-                hint="pass --openapi2mcp-wheel FILE",
-            )
-        target = dest / built[0].name
-        shutil.copyfile(built[0], target)
+    target = dest / given.name
+    shutil.copyfile(given, target)
     return target
-
-
-def _importable(module: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(module) is not None
 
 
 def _wheel_metadata(wheel: Path) -> tuple[list[str], str | None]:
@@ -262,7 +227,7 @@ class _Lock:
 
 def _lock_header(name: str, how: str, hashes: bool) -> str:
     lines = [
-        f"# requirements.lock for {name}: the run-time closure of {DISTRIBUTION} {__version__}, pinned to",
+        f"# requirements.lock for {name}: the closure of {RUNTIME} {__version__}, pinned to",
         "# the versions installed where `openapi2mcp build` ran (what was tested).",
         f"# Made by: {how}.",
         "# Install: pip install --find-links wheels -r requirements.lock"
@@ -279,7 +244,7 @@ def make_lock(name: str, wheel: Path, method: LockMethod, warnings: list[str]) -
     pins, missing = environment_pins(requires)
     if missing:
         warnings.append("not installed here, so not pinned: " + ", ".join(missing))
-    own = f"{DISTRIBUTION}=={__version__}"
+    own = f"{RUNTIME}=={__version__}"
     uv = _find_uv() if method in ("auto", "uv") else None
     if method == "uv" and uv is None:
         raise InputError.at("--lock uv: the `uv` command is not installed", hint="pip install uv, or use --lock pins")
@@ -516,6 +481,7 @@ def _readme(plan: _Plan, env_vars: list[EnvVar]) -> str:
         "content_hash": m.content_hash,
         "source_rows": "\n".join(sources),
         "lock_method": plan.lock.method,
+        "server_options": options_markdown().rstrip("\n"),
     }
     return _fill(_template("README.md.tmpl"), values)
 
@@ -662,7 +628,7 @@ def build_package(
     name: str | None = None,
     version: str | None = None,
     base_image: str = DEFAULT_BASE_IMAGE,
-    openapi2mcp_wheel_file: Path | None = None,
+    runtime_wheel_file: Path | None = None,
     lock: LockMethod = "auto",
 ) -> BuildResult:
     """Write the package for `manifest` into `out` (replacing an earlier build there, nothing else)."""
@@ -679,7 +645,7 @@ def build_package(
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        wheel = openapi2mcp_wheel(staging / "wheels", openapi2mcp_wheel_file)
+        wheel = runtime_wheel(staging / "wheels", runtime_wheel_file)
         plan = _Plan(manifest, pkg, _module_name(pkg), pkg_version, base_image, wheel,
                      make_lock(pkg, wheel, lock, warnings))
         for rel, data in render(plan).items():

@@ -20,6 +20,7 @@ import json
 import os
 import sys
 from enum import StrEnum
+from inspect import Parameter, Signature, signature
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -28,7 +29,7 @@ import typer
 from openapi2mcp.cli.authoring import register as register_authoring
 from openapi2mcp.cli.guard import fail as _fail
 from openapi2mcp.cli.guard import guarded as _guarded
-from openapi2mcp.runtime import HttpLimits  # stdlib only: its defaults are the flags' defaults
+from openapi2mcp.serving import CHECK, OPTIONS, Option, path_flags, resolve  # stdlib only
 
 if TYPE_CHECKING:
     from openapi2mcp.compiler import Compiled
@@ -68,11 +69,6 @@ RefRootOpt = Annotated[
     Path | None,
     typer.Option("--ref-root", help="Folder that file $refs may reach (default: the spec's own folder)."),
 ]
-
-
-class Transport(StrEnum):
-    stdio = "stdio"
-    http = "http"
 
 
 # ============================================================================ error handling
@@ -244,135 +240,56 @@ def compile_cmd(
 # ============================================================================ serve / demo
 
 
-@app.command()
-def serve(
+def _serve_inputs(
     spec: Annotated[str | None, typer.Argument(help="OpenAPI document (file or URL); or use --manifest.")] = None,
     overlay: OverlayOpt = None,
     manifest: Annotated[
         Path | None, typer.Option("--manifest", "-m", help="Serve a compiled Manifest (no spec parsing).")
     ] = None,
     all_operations: AllOpsOpt = False,
-    transport: Annotated[Transport, typer.Option("--transport", "-t", help="stdio or http.")] = Transport.stdio,
-    host: Annotated[str, typer.Option(help="HTTP: address to bind.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="HTTP: port.")] = 8000,
-    path: Annotated[str, typer.Option(help="HTTP: the MCP endpoint path.")] = "/mcp",
-    stateless: Annotated[bool, typer.Option(help="HTTP: no sessions (every request stands alone).")] = False,
-    allowed_host: Annotated[
-        list[str] | None, typer.Option("--allowed-host", help="HTTP: extra Host header value to accept (repeatable).")
-    ] = None,
-    allowed_origin: Annotated[
-        list[str] | None, typer.Option("--allowed-origin", help="HTTP: extra Origin to accept (repeatable).")
-    ] = None,
-    base_url: Annotated[str | None, typer.Option(
-        help="The URL requests are sent to (default: upstream.base_url of the overlay, else the spec's server; "
-        "env: OPENAPI2MCP_BASE_URL).")] = None,
     strict: StrictOpt = False,
     allow_remote_refs: RemoteOpt = None,
     ref_root: RefRootOpt = None,
     fetch_timeout: FetchTimeoutOpt = FETCH_TIMEOUT,
-    log_level: Annotated[str, typer.Option(help="Log level for stderr.")] = "warning",
-    auth_tokens: Annotated[
-        Path | None, typer.Option("--auth-tokens", envvar="OPENAPI2MCP_AUTH_TOKENS_FILE", show_envvar=False,
-                                  help="HTTP: bearer tokens file (YAML/JSON token -> {subject, scopes}, or one token "
-                                  "per line = every scope); tokens also from $OPENAPI2MCP_AUTH_TOKENS.")
-    ] = None,
-    jwks_url: Annotated[
-        str | None, typer.Option("--jwks-url", envvar="OPENAPI2MCP_JWKS_URL", show_envvar=False,
-                                 help="HTTP: accept JWTs signed by the keys at this JWKS URL (RS256/ES256/EdDSA).")
-    ] = None,
-    issuer: Annotated[
-        str | None, typer.Option(envvar="OPENAPI2MCP_ISSUER", show_envvar=False,
-                                 help="HTTP: the JWTs' required `iss`.")
-    ] = None,
-    audience: Annotated[
-        str | None, typer.Option(envvar="OPENAPI2MCP_AUDIENCE", show_envvar=False,
-                                 help="HTTP: the JWTs' required `aud` (default: --resource-url).")
-    ] = None,
-    auth_server: Annotated[
-        str | None, typer.Option(envvar="OPENAPI2MCP_AUTH_SERVER", show_envvar=False,
-                                 help="HTTP: the authorization server the protected-resource metadata names "
-                                 "(default: --issuer).")
-    ] = None,
-    resource_url: Annotated[
-        str | None, typer.Option(envvar="OPENAPI2MCP_RESOURCE_URL", show_envvar=False,
-                                 help="HTTP: the public URL of the MCP endpoint (default: from each request).")
-    ] = None,
-    no_auth: Annotated[
-        bool, typer.Option("--no-auth", envvar="OPENAPI2MCP_NO_AUTH", show_envvar=False,
-                           help="HTTP: serve a non-loopback address without auth (explicit opt-out).")
-    ] = False,
-    scopes: Annotated[
-        str | None, typer.Option(help='The scopes of the local user (stdio; HTTP without auth), e.g. "notes:read '
-                                 'tasks:write"; "*" is every scope (the default when unset), "" is none. '
-                                 "Env: OPENAPI2MCP_SCOPES (read even when empty).")
-    ] = None,
-    rate_limit: Annotated[
-        str | None, typer.Option(envvar="OPENAPI2MCP_RATE_LIMIT", show_envvar=False,
-                                 help="The server's limit on tool calls, e.g. 10/s or 100/min,burst=20,per_caller "
-                                 "(replaces the overlay's upstream.rate_limit).")
-    ] = None,
-    auto_approve: Annotated[
-        str | None, typer.Option("--auto-approve", envvar="OPENAPI2MCP_AUTO_APPROVE", show_envvar=False,
-                                 help="Trusted automation: skip the user's confirmation for these risks (high, "
-                                 "critical, or high,critical); each such call is marked in the audit log.")
-    ] = None,
-    audit_log: Annotated[
-        str | None, typer.Option("--audit-log", envvar="OPENAPI2MCP_AUDIT_LOG", show_envvar=False,
-                                 help="Write one JSON line per tool call and resource read to this file ('-': "
-                                 "stderr); a call whose line cannot be written fails closed.")
-    ] = None,
-    sse: Annotated[
-        bool, typer.Option("--sse", envvar="OPENAPI2MCP_SSE", show_envvar=False,
-                           help="HTTP: answer with SSE streams instead of JSON, so that 2025-11-25 clients can be "
-                           "asked to confirm (elicitation) mid-call.")
-    ] = False,
-    header_timeout: Annotated[
-        float, typer.Option(envvar="OPENAPI2MCP_HEADER_TIMEOUT", show_envvar=False,
-                            help="HTTP: seconds a request's line and headers may take (then 408 and close).")
-    ] = HttpLimits.header_timeout,
-    body_timeout: Annotated[
-        float, typer.Option(envvar="OPENAPI2MCP_BODY_TIMEOUT", show_envvar=False,
-                            help="HTTP: seconds a request's body may take after its headers (then 408 and close).")
-    ] = HttpLimits.body_timeout,
-    keep_alive_timeout: Annotated[
-        int, typer.Option(envvar="OPENAPI2MCP_KEEP_ALIVE_TIMEOUT", show_envvar=False,
-                          help="HTTP: seconds an idle keep-alive connection stays open.")
-    ] = HttpLimits.keep_alive_timeout,
-    max_connections: Annotated[
-        int, typer.Option(envvar="OPENAPI2MCP_MAX_CONNECTIONS", show_envvar=False,
-                          help="HTTP: open connections; more get 503 (0: no cap).")
-    ] = HttpLimits.max_connections,
-    max_sessions_per_caller: Annotated[
-        int, typer.Option(envvar="OPENAPI2MCP_MAX_SESSIONS_PER_CALLER", show_envvar=False,
-                          help="HTTP: open MCP sessions per token subject (or client address without auth); more "
-                          "get 429 (0: no cap).")
-    ] = HttpLimits.sessions_per_caller,
 ) -> None:
+    """The parameters of `serve` that say what to serve; the run options follow from options.py's table."""
+
+
+def _run_parameter(option: Option) -> Parameter:
+    """One run option as a typer parameter: its raw value goes to `resolve`, like the package's argparse flag."""
+    names = (option.flag, *([option.short] if option.short else ()))
+    kind: Any
+    if option.kind == "switch":
+        kind, info = bool, typer.Option(*names, help=option.describe(), show_default=False)
+    else:
+        kind = list[str] | None if option.kind == "list" else str | None
+        info = typer.Option(*names, help=option.describe(), metavar=option.metavar, show_default=False)
+    default = False if option.kind == "switch" else None
+    return Parameter(option.dest, Parameter.KEYWORD_ONLY, default=default,
+                             annotation=Annotated[kind, info])
+
+
+def serve(**given: Any) -> None:
     """Serve the tools over MCP (stdio by default, or Streamable HTTP) and forward calls upstream."""
+    inputs = {name: given.pop(name) for name in _SERVE_INPUTS.parameters}
+    check = bool(given.pop(CHECK.dest))
 
     def run() -> None:
-        m = _manifest_for_serve(spec, overlay, manifest, all_operations, strict, allow_remote_refs, ref_root,
-                               fetch_timeout)
-        from openapi2mcp.runtime import AuthOptions  # after the Manifest: its peak is not stacked on the SDK's
-        from openapi2mcp.serving import RunOptions
+        options = resolve(given, os.environ)  # bad flags and variables fail before any spec is read
+        m = _manifest_for_serve(**inputs)
         from openapi2mcp.serving import serve as serve_manifest
 
-        try:
-            limits = HttpLimits(header_timeout=header_timeout, body_timeout=body_timeout,
-                                keep_alive_timeout=keep_alive_timeout, max_connections=max_connections,
-                                sessions_per_caller=max_sessions_per_caller)
-        except ValueError as e:
-            _fail(str(e))
-
-        auth = AuthOptions(tokens_file=str(auth_tokens) if auth_tokens else None, jwks_url=jwks_url, issuer=issuer,
-                           audience=audience, auth_server=auth_server, resource_url=resource_url, no_auth=no_auth)
-        options = RunOptions(auth=auth, transport=transport.value, host=host, port=port, path=path,
-                             stateless=stateless, allowed_hosts=allowed_host, allowed_origins=allowed_origin,
-                             base_url=base_url, log_level=log_level, scopes=scopes, rate_limit=rate_limit,
-                             auto_approve=auto_approve, audit_log=audit_log, sse=sse, http_limits=limits)
-        serve_manifest(m, options, prog="openapi2mcp")
+        serve_manifest(m, options, prog="openapi2mcp", check=check)
 
     _guarded(run)
+
+
+_SERVE_INPUTS = signature(_serve_inputs, eval_str=True)
+serve.__signature__ = Signature([  # type: ignore[attr-defined]  # what typer reads
+    *(p.replace(kind=Parameter.KEYWORD_ONLY) for p in _SERVE_INPUTS.parameters.values()),
+    *(_run_parameter(option) for option in (*OPTIONS, CHECK)),
+])
+app.command()(serve)
 
 
 def _manifest_for_serve(
@@ -381,7 +298,7 @@ def _manifest_for_serve(
     manifest: Path | None,
     all_operations: bool,
     strict: bool,
-    remote: list[str] | None,
+    allow_remote_refs: list[str] | None,
     ref_root: Path | None,
     fetch_timeout: float = FETCH_TIMEOUT,
 ) -> Manifest:
@@ -398,7 +315,7 @@ def _manifest_for_serve(
             _fail(f"{manifest}: not a usable manifest: {str(e).splitlines()[0]}")
     if not spec:
         _fail("give a SPEC (with --overlay or --all-operations), or --manifest FILE")
-    return _compile(spec, overlay, all_operations, strict, remote, ref_root=ref_root,
+    return _compile(spec, overlay, all_operations, strict, allow_remote_refs, ref_root=ref_root,
                     fetch_timeout=fetch_timeout).manifest
 
 
@@ -466,9 +383,10 @@ def build(
         str | None, typer.Option("--version", help="Package version (default: the API's version).")
     ] = None,
     base_image: Annotated[str, typer.Option(help="The Dockerfile's base image.")] = "python:3.12-slim",
-    openapi2mcp_wheel: Annotated[
+    runtime_wheel: Annotated[
         Path | None,
-        typer.Option(help="The openapi2mcp-tools wheel to ship (default: built from this source checkout)."),
+        typer.Option(help="The openapi2mcp-runtime wheel to ship (default: written from this openapi2mcp's "
+                     "run-time modules)."),
     ] = None,
     lock: Annotated[
         LockChoice,
@@ -493,12 +411,14 @@ def build(
                                fetch_timeout)
         target = out or Path("dist") / (package_name(name) if name else default_name(m))
         result = build_package(m, target, name=name, version=version, base_image=base_image,
-                               openapi2mcp_wheel_file=openapi2mcp_wheel, lock=lock.value)
+                               runtime_wheel_file=runtime_wheel, lock=lock.value)
         for w in result.warnings:
             typer.echo(f"openapi2mcp: warning: {w}", err=True)
         typer.echo(f"wrote {target}: {result.name} {result.version}, {len(result.files)} files, "
                    f"lock: {result.lock_method}, {time.monotonic() - started:.1f} s", err=True)
-        typer.echo(f"  pip install --find-links {target}/wheels {target} && {result.name} --help\n"
+        venv = f".venv-{result.name}"  # its own environment: openapi2mcp-runtime and -tools hold the same files
+        typer.echo(f"  python -m venv {venv} && {venv}/bin/pip install --find-links {target}/wheels {target} && "
+                   f"{venv}/bin/{result.name} --help\n"
                    f"  docker build -t {result.name}:{result.version} {target}", err=True)
 
     _guarded(run)
@@ -552,7 +472,7 @@ def config(
 
 
 # Options of `openapi2mcp serve` (and of built packages) whose value is a file or folder.
-_PATH_OPTIONS = frozenset({"--overlay", "-O", "--manifest", "-m", "--ref-root", "--auth-tokens", "--audit-log"})
+_PATH_OPTIONS = frozenset({"--overlay", "-O", "--manifest", "-m", "--ref-root"}) | path_flags()
 
 
 def _absolute_paths(words: list[str]) -> list[str]:

@@ -21,11 +21,14 @@ def fail(message: str, code: int = 2) -> NoReturn:
 def guarded(fn: Callable[[], T]) -> T:
     """Run a command body: user errors exit 2 with their message, bugs exit 1 without a traceback."""
     from openapi2mcp.errors import InputError
+    from openapi2mcp.serving import UsageError  # stdlib only
 
     try:
         return fn()
     except InputError as e:
         fail("error: " + e.render())
+    except UsageError as e:  # a run option's bad value: one line naming the flag or the variable
+        fail(f"error: {e}")
     except typer.Exit:
         raise
     except KeyboardInterrupt:

@@ -24,5 +24,6 @@ def compile_schema(schema: Mapping[str, Any], *, formats: bool = False, check: b
     cls = validator_for(schema, default=Draft202012Validator)
     if check:
         cls.check_schema(dict(schema))
-    checker = FormatChecker(_FORMATS) if formats else None
+    checker = FormatChecker([f for f in _FORMATS if f in FormatChecker.checkers]) if formats else None  # date-time:
+    # only with rfc3339-validator installed (a dependency; without it, FormatChecker(["date-time"]) is a KeyError)
     return cls(schema, format_checker=checker)

@@ -7,10 +7,12 @@ from typing import TYPE_CHECKING, Any
 from openapi2mcp.runtime.options import (
     ENV_PREFIX,
     LIMIT_FLAGS,
+    LOOPBACK,
     AuthOptions,
     HttpLimits,
     HttpOptions,
     RuntimeOptions,
+    is_loopback,
 )
 
 if TYPE_CHECKING:
@@ -55,6 +57,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "ENV_PREFIX",
     "LIMIT_FLAGS",
+    "LOOPBACK",
     "SCOPES_VAR",
     "AuthOptions",
     "HttpLimits",
@@ -66,6 +69,7 @@ __all__ = [
     "configure_logging",
     "describe",
     "http_app",
+    "is_loopback",
     "leaves",
     "local_caller",
     "require_public_url",
