@@ -32,7 +32,7 @@ from openapi2mcp.overlay import KeyPath, OverlayFile, ParamDef
 _IGNORED_HEADERS = frozenset({"accept", "content-type", "authorization"})
 _ARG_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 # Argument names that hold secrets: their values are redacted in logs and audit lines.
-SENSITIVE_NAME = re.compile(r"pass(word)?|secret|token|api[-_]?key|credential", re.I)
+_SENSITIVE_NAME = re.compile(r"pass(word)?|secret|token|api[-_]?key|credential", re.I)
 _FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
@@ -91,7 +91,7 @@ def _param_schema(ctx: Context, p: dict[str, Any], at: str) -> tuple[dict[str, A
 
 def is_sensitive(name: str, schema: dict[str, Any]) -> bool:
     """An argument holds a secret: its schema says so (format password, writeOnly) or its name does."""
-    return schema.get("format") == "password" or schema.get("writeOnly") is True or bool(SENSITIVE_NAME.search(name))
+    return schema.get("format") == "password" or schema.get("writeOnly") is True or bool(_SENSITIVE_NAME.search(name))
 
 
 def sensitive_names(args: Iterable[Arg]) -> list[str]:

@@ -243,7 +243,6 @@ def _multi_tool(
         response=ResponseSpec(max_bytes=max((s.response.max_bytes for s in specs if s.response), default=64_000)),
         risk=highest_risk([s.risk for _, s in live]) if live else "forbidden",
         args=[a for b, _ in live for a in b.use.args],
-        sensitive=sorted({a.name for b in branches for a in b.use.args if a.sensitive and not a.fixed}),
         dispatch=dispatch,
         side_effects=side_effects,
     )

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 import jsonschema
 
-from openapi2mcp.compiler.arguments import SENSITIVE_NAME, check_value, operation_args, request_body
+from openapi2mcp.compiler.arguments import check_value, is_sensitive, operation_args, request_body
 from openapi2mcp.compiler.descriptions import default_risk, highest_risk, op_description, op_title
 from openapi2mcp.compiler.model import Arg, Context, Operation
 from openapi2mcp.compiler.operations import find_operation, unknown_operation
@@ -154,6 +154,7 @@ class _Chain:
     declared: dict[str, Any] | None = None  # the overlay's `inputs`; None: derived from the `$inputs.x` used
     derived: dict[str, dict[str, Any]] = field(default_factory=dict)
     derived_required: set[str] = field(default_factory=set)
+    feeds: dict[str, list[Arg]] = field(default_factory=dict)  # input name -> the step arguments it feeds
     exprs: list[_Expr] = field(default_factory=list)
     done: list[_DoneStep] = field(default_factory=list)
 
@@ -161,6 +162,18 @@ class _Chain:
         if self.declared is not None:
             return self.declared
         return flat_object_schema(self.derived, [n for n in self.derived if n in self.derived_required], {})
+
+    def tool_args(self, input_schema: dict[str, Any]) -> list[Arg]:
+        """The tool's arguments (its inputs) as Args, sensitive by the rule every argument follows
+        (arguments.is_sensitive: schema hints, names) or because a sensitive step argument reads them."""
+        required = set(input_schema.get("required") or [])
+        out = []
+        for name, schema in (input_schema.get("properties") or {}).items():
+            schema = schema if isinstance(schema, dict) else {}
+            fed = any(a.sensitive for a in self.feeds.get(name, []))
+            out.append(Arg(name=name, wire=name, location="input", schema=schema, required=name in required,
+                           sensitive=fed or is_sensitive(name, schema)))
+        return out
 
 
 # ============================================================================ the tool
@@ -230,8 +243,7 @@ def chain_tool(ctx: Context, tdef: ToolDef, overlay: ToolOverlay, doc: OverlayFi
                          side_effects=list(tdef.side_effects))],
         response=response.model_copy(update={"wrap": wrap}),
         risk=risk,
-        args=[],
-        sensitive=sorted(n for n in input_schema.get("properties", {}) if SENSITIVE_NAME.search(n)),
+        args=chain.tool_args(input_schema),
     )
     return overlay_tool_spec(draft, tdef, {}, doc, at)
 
@@ -401,6 +413,9 @@ def _feed(chain: _Chain, step: _StepUnderWay, arg: Arg, value: Any, what: str, w
         raise InputError(chain.doc.problem(where, str(e))) from None
     except ProjectionError as e:
         raise InputError(chain.doc.problem(where, f"{what}: {e}", hint=e.hint)) from None
+    for path in root_references(expr):
+        if len(path) >= 2 and path[0] == "inputs":
+            chain.feeds.setdefault(path[1], []).append(arg)
     _derive_input(chain, step, expr, arg)
     chain.exprs.append(_Expr(expr, what, where, step.index, arg.schema))
     return expr

@@ -88,7 +88,6 @@ def operation_tool(ctx: Context, tdef: ToolDef, overlay: ToolOverlay, doc: Overl
         response=use.response,
         risk=risk,
         args=use.args,
-        sensitive=sorted(a.name for a in use.args if a.sensitive and a.shown),
         tail="\n" + paging_sentence(use.pagination) if use.pagination is not None else "",
     )
     return overlay_tool_spec(draft, tdef, {"default": extra}, doc, at)
@@ -113,7 +112,6 @@ def raw_tool(ctx: Context, op: Operation, name: str, response: ResponseSpec) -> 
         response=response.model_copy(update={"wrap": wrap}),
         risk=risk,
         args=args,
-        sensitive=[],
     )
     tags = op.node.get("tags")
     return raw_tool_spec(draft, category=(tags or [None])[0] if isinstance(tags, list) else None)

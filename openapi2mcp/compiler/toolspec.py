@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from openapi2mcp.compiler.arguments import sensitive_names
 from openapi2mcp.compiler.contract import Extra, finish_tool
 from openapi2mcp.compiler.descriptions import annotation_overrides, apply_units, tool_annotations, units_line
 from openapi2mcp.compiler.model import Arg
@@ -35,8 +36,7 @@ class ToolDraft:
     branches: list[Branch]
     response: ResponseSpec
     risk: Risk
-    args: list[Arg]  # the arguments of its calls: their units go into the description
-    sensitive: list[str]
+    args: list[Arg]  # the tool's arguments (fixed and hidden ones too): `sensitive`, the units line
     dispatch: Dispatch = "single"
     side_effects: list[str] | None = None  # None: the overlay's
     tail: str = ""  # what the description says after the units line (a paged tool's paging sentence)
@@ -60,6 +60,7 @@ def overlay_tool_spec(draft: ToolDraft, tdef: ToolDef, extras: dict[str, Extra],
         permissions=list(tdef.permissions),
         side_effects=draft.side_effects if draft.side_effects is not None else list(tdef.side_effects),
         audit_event=tdef.audit_event,
+        sensitive=sensitive_names(draft.args),
     )
     return _with_access(finish_tool(spec, tdef, extras, doc, at), tdef)
 
@@ -68,14 +69,14 @@ def raw_tool_spec(draft: ToolDraft, category: str | None) -> ToolSpec:
     """A raw (1:1) tool: the operation's own words, annotations from its method alone."""
     return _tool_spec(draft, title=draft.title, description=draft.description, output_schema=draft.output_schema,
                       annotations=tool_annotations(draft.calls, None, {}), response=draft.response,
-                      category=category)
+                      category=category, sensitive=[])
 
 
 def _tool_spec(
     draft: ToolDraft, *, title: str | None, description: str, output_schema: dict[str, Any] | None,
     annotations: dict[str, Any], response: ResponseSpec, category: str | None,
     failure_modes: dict[str, FailureMode] | None = None, permissions: list[str] | None = None,
-    side_effects: list[str] | None = None, audit_event: str | None = None,
+    side_effects: list[str] | None = None, audit_event: str | None = None, sensitive: list[str],
 ) -> ToolSpec:
     return ToolSpec(
         name=draft.name,
@@ -93,7 +94,7 @@ def _tool_spec(
         permissions=permissions or [],
         side_effects=side_effects or [],
         audit_event=audit_event,
-        sensitive=draft.sensitive,
+        sensitive=sensitive,
     )
 
 
