@@ -2,7 +2,9 @@
 
 Each kind of tool compiles a ToolDraft — single.py (one operation, and raw 1:1 tools),
 branches.py (actions, variants), chains.py (steps) — and this module turns it into the Manifest's
-ToolSpec. An overlay tool then gets what every overlay tool gets, in this order: the overlay's
+ToolSpec. Every tool names its secret arguments by one rule (arguments.sensitive_names: the
+`sensitive` list the runtime redacts in logs, audit lines, confirmations and dry runs). An overlay
+tool then gets what every overlay tool gets, in this order: the overlay's
 title, category, permissions, side effects, audit event and failure modes; its `units` in the
 schemas and the description; the annotations its calls imply (overlay hints win); the safety
 contract (contract.finish_tool: confirmation, dry run, idempotency, retries); and its access
@@ -60,7 +62,6 @@ def overlay_tool_spec(draft: ToolDraft, tdef: ToolDef, extras: dict[str, Extra],
         permissions=list(tdef.permissions),
         side_effects=draft.side_effects if draft.side_effects is not None else list(tdef.side_effects),
         audit_event=tdef.audit_event,
-        sensitive=sensitive_names(draft.args),
     )
     return _with_access(finish_tool(spec, tdef, extras, doc, at), tdef)
 
@@ -69,14 +70,14 @@ def raw_tool_spec(draft: ToolDraft, category: str | None) -> ToolSpec:
     """A raw (1:1) tool: the operation's own words, annotations from its method alone."""
     return _tool_spec(draft, title=draft.title, description=draft.description, output_schema=draft.output_schema,
                       annotations=tool_annotations(draft.calls, None, {}), response=draft.response,
-                      category=category, sensitive=[])
+                      category=category)
 
 
 def _tool_spec(
     draft: ToolDraft, *, title: str | None, description: str, output_schema: dict[str, Any] | None,
     annotations: dict[str, Any], response: ResponseSpec, category: str | None,
     failure_modes: dict[str, FailureMode] | None = None, permissions: list[str] | None = None,
-    side_effects: list[str] | None = None, audit_event: str | None = None, sensitive: list[str],
+    side_effects: list[str] | None = None, audit_event: str | None = None,
 ) -> ToolSpec:
     return ToolSpec(
         name=draft.name,
@@ -94,7 +95,7 @@ def _tool_spec(
         permissions=permissions or [],
         side_effects=side_effects or [],
         audit_event=audit_event,
-        sensitive=sensitive,
+        sensitive=sensitive_names(draft.args),  # the one rule, for every kind of tool
     )
 
 
