@@ -10,14 +10,15 @@ The overlay says, per tool and per action or variant:
 * `idempotent` / `idempotency`: the branch sends a key derived from tool + arguments + caller in
   a header (default `Idempotency-Key`); the operation's own parameter of that name is hidden
   from the model (the server sets it).
-* `retries` (tool and upstream): attempts for idempotent requests (the runtime's retry.py).
+* `retries` (tool and upstream): attempts for idempotent requests (the runtime retries).
 
-Two hooks: `adjust_use` rewires one compiled operation (hides the preview switch and the key
-header, adds the dry-run arguments, picks the real result's schema when the preview is another
-status) and `finish_tool` puts the resolved contract into the Manifest (Branch/ToolSpec fields),
-the tool description, the annotations and the output schema (a dry run's result is a second
-shape, so the schema becomes `anyOf` [real, dry-run]). Everything is checked here, with the
-overlay's file, line and key; the runtime (policy.py) only applies what the Manifest says.
+Two hooks: `adjust_use` (called by single.py and branches.py) rewires one compiled operation
+(hides the preview switch and the key header, adds the dry-run arguments, picks the real result's
+schema when the preview is another status) and `finish_tool` (called by toolspec.py for every
+overlay tool) puts the resolved contract into the Manifest (Branch/ToolSpec fields), the tool
+description, the annotations and the output schema (a dry run's result is a second shape, so the
+schema becomes `anyOf` [real, dry-run]). Everything is checked here, with the overlay's file, line
+and key; the runtime only applies what the Manifest says.
 """
 
 from __future__ import annotations
