@@ -490,6 +490,21 @@ def test_broken_keyword_values_and_boolean_schemas_do_not_break_tool_schemas(tmp
 # ----------------------------------------------------------------------------- the Manifest
 
 
+def test_raw_tools_name_their_secrets_as_overlay_tools_do(tmp_path: Path) -> None:
+    """The one rule of arguments.sensitive_names holds for 1:1 tools too: a raw DELETE asks for confirmation,
+    whose text shows each argument, and a secret must show as *** there (raw tools used to list none)."""
+    spec = {
+        "openapi": "3.0.3", "info": {"title": "t", "version": "1"}, "servers": [{"url": "https://x.example"}],
+        "paths": {"/keys/{id}": {"delete": {"operationId": "revokeKey", "parameters": [
+            {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}},
+            {"name": "X-Api-Key", "in": "header", "schema": {"type": "string"}},
+            {"name": "pin", "in": "query", "schema": {"type": "string", "format": "password"}},
+        ], "responses": {"204": {"description": "gone"}}}}},
+    }
+    revoke = tool(compile_text(tmp_path, spec, all_operations=True), "revokeKey")
+    assert revoke.sensitive == ["X-Api-Key", "pin"]
+
+
 def test_manifest_is_deterministic_and_hashed() -> None:
     a = compile_example("petstore").manifest.to_json()
     b = compile_example("petstore").manifest.to_json()

@@ -356,6 +356,77 @@ async def test_chain_with_a_body_a_condition_and_declared_inputs(up: Upstream) -
     await rt.aclose()
 
 
+SESSIONS = {
+    "openapi": "3.0.3", "info": {"title": "vault", "version": "1"}, "servers": [{"url": "https://vault.example"}],
+    "paths": {
+        "/sessions": {"post": {
+            "operationId": "login",
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                "type": "object", "required": ["username", "passcode"],
+                "properties": {"username": {"type": "string"}, "passcode": {"type": "string", "format": "password"}},
+            }}}},
+            "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {
+                "type": "object", "properties": {"session": {"type": "string"}}}}}}},
+        }},
+        "/notes": {"get": {
+            "operationId": "listNotes",
+            "parameters": [{"name": "session", "in": "query", "required": True, "schema": {"type": "string"}},
+                           {"name": "page_token", "in": "query", "schema": {"type": "string"}}],
+            "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {
+                "type": "array", "items": {"type": "string"}}}}}},
+        }},
+    },
+}
+
+
+def test_sensitive_arguments_follow_one_rule_in_every_kind_of_tool(tmp_path: Path) -> None:
+    """A secret is known by its argument (format password, writeOnly, `sensitive: true`, its name), also in a
+    chain, whose arguments are its inputs: one that feeds a secret is one. (Chains used to go by the input's
+    name alone, so `code` and `pin` below were written to the audit log; actions and variants listed hidden
+    arguments too, which the model never gives.)"""
+    from tests.helpers import compile_text
+
+    m = compile_text(tmp_path, SESSIONS, """\
+        openapi2mcp: 1
+        tools:
+          - name: sessions_open
+            operation: login
+          - name: notes_browse
+            actions:
+              open: {operation: login}
+              list: {operation: listNotes, params: {page_token: {hidden: true}}}
+          - name: notes_mine
+            steps:
+              - stepId: login
+                operationId: login
+                requestBody: {payload: {username: $inputs.user, passcode: $inputs.code}}
+              - stepId: notes
+                operationId: listNotes
+                parameters: [{name: session, value: $steps.login.session}]
+          - name: notes_mine_declared
+            inputs:
+              type: object
+              properties:
+                user: {type: string}
+                pin: {type: string}
+                otp: {type: string, format: password}
+                api_key: {type: string}
+            steps:
+              - stepId: login
+                operationId: login
+                requestBody: {payload: {username: $inputs.user, passcode: "join('-', [$inputs.pin, $inputs.user])"}}
+              - stepId: notes
+                operationId: listNotes
+                parameters: [{name: session, value: $steps.login.session}]
+        """).manifest
+    sensitive = {t.name: t.sensitive for t in m.tools}
+    assert sensitive["sessions_open"] == ["passcode"]  # format: password
+    assert sensitive["notes_browse"] == ["passcode"]  # not the hidden page_token
+    assert sensitive["notes_mine"] == ["code"]  # feeds passcode
+    # pin and user feed the passcode through an expression; otp by its format; api_key by its name
+    assert sensitive["notes_mine_declared"] == ["api_key", "otp", "pin", "user"]
+
+
 # ============================================================================ actions and variants
 
 

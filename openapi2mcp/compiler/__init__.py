@@ -1,4 +1,4 @@
-"""The compile stage: a loaded spec plus overlays -> a frozen, hashed Manifest."""
+"""The compile stage: a loaded spec plus overlays -> a frozen, hashed Manifest (README.md: the modules)."""
 
 from __future__ import annotations
 

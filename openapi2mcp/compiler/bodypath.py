@@ -9,7 +9,7 @@ A path is checked against the body's (converted, input-mode) JSON Schema one key
 through `$ref`, `allOf` and `anyOf`/`oneOf` (the nullable `anyOf: [X, {type: null}]` wrappers
 of OpenAPI 3.1 generators among them), with a did-you-mean for a misspelt key. The leaf's
 schema, description and bounds included, becomes the argument's schema. Pure functions over
-schemas: compile.py turns the result into an argument.
+schemas: arguments.py turns the result into an argument.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Compile stage, part: the overlay's resources, prompts and tool result links -> Manifest entries.
+"""The overlay's resources, prompts and tool result links -> Manifest entries.
 
 Seed 001 separates what a server offers by who controls it: tools (the model calls them),
 resources (the application decides what to load), prompts (templates the user picks). The
@@ -10,10 +10,10 @@ tool results to resources (seed 000's `evidencePaths` become `resource_link` con
 Checked here, every problem with file, line and a suggestion:
 
 * a resource's operation exists and is a GET (reading must be safe; anything else is a tool),
-  and the resource can honour the policy of every tool on that operation (access.resource_policy:
+  and the resource can honour the policy of every tool on that operation (manifest.resource_policy:
   no forbidden tool, no confirmation or required dry run, the same fixed values, no URI variable
   for a parameter a tool fixes or never sends); it gets their scopes and fixed values;
-* its URI is a fixed URI or a template of `{var}` / `{+var}` (uritemplate.py); every variable is
+* its URI is a fixed URI or a template of `{var}` / `{+var}` (manifest.UriTemplate); every variable is
   a parameter of the operation, and every required parameter is a variable or has a fixed value;
 * `response.select` fits the response schema (projection.py), and its result fits `mime_type`;
 * a prompt's templates use only its declared arguments, and an embedded resource URI matches a
@@ -26,20 +26,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from openapi2mcp.compiler.compile import (
-    Arg,
-    Context,
-    Operation,
-    check_value,
-    find_operation,
-    operation_args,
-    operation_spec,
-    output_kind,
-    response_base,
-    success_response,
-    unknown_operation,
-)
+from openapi2mcp.compiler.arguments import check_value, operation_args, operation_spec
+from openapi2mcp.compiler.media import is_json
+from openapi2mcp.compiler.model import Arg, Context, Operation
+from openapi2mcp.compiler.operations import require_operation
 from openapi2mcp.compiler.projection import ProjectionError, project_schema
+from openapi2mcp.compiler.responses import output_kind, response_base, success_response
 from openapi2mcp.compiler.schemas import schema_types
 from openapi2mcp.errors import InputError, Problem, did_you_mean
 from openapi2mcp.manifest import (
@@ -132,9 +124,7 @@ def _resource(
     except TemplateError as e:
         raise InputError(doc.problem((*at, "uri"), f"invalid resource URI {rdef.uri!r}: {e}",
                                      hint="e.g. notes://{+path} (a path) or pets://{petId} (one segment)")) from None
-    op = find_operation(ctx, rdef.operation)
-    if op is None:
-        raise unknown_operation(ctx, rdef.operation, doc, (*at, "operation"))
+    op = require_operation(ctx, rdef.operation, doc, (*at, "operation"))
     if op.method != "GET":
         raise InputError(doc.problem(
             (*at, "operation"),
@@ -258,7 +248,7 @@ def _resource_response(
     kinds = schema_types(projected or {})
     if mime is None:
         mime = "text/plain" if kinds == {"string"} else "application/json"
-    elif not _is_json(mime) and kinds and kinds != {"string"}:
+    elif not is_json(mime) and kinds and kinds != {"string"}:
         raise InputError(doc.problem(
             where,
             f"`select` gives {'/'.join(sorted(kinds))} but mime_type {mime!r} is text: select a string field, "
@@ -274,13 +264,6 @@ def _documented_media(ctx: Context, op: Operation) -> str | None:
         media = str(next(iter(content)))
         return None if "*" in media else media
     return None
-
-
-def _is_json(media: str) -> bool:
-    base = media.split(";")[0].strip().lower()
-    return base == "application/json" or base.endswith("+json")
-
-
 
 
 # ============================================================================ prompts

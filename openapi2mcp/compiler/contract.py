@@ -1,4 +1,4 @@
-"""Compile stage, part: the safety contract of seed 002 (confirmation, dry run, idempotency, retries).
+"""The safety contract of seed 002: confirmation, dry run, idempotency, retries.
 
 The overlay says, per tool and per action or variant:
 
@@ -10,14 +10,15 @@ The overlay says, per tool and per action or variant:
 * `idempotent` / `idempotency`: the branch sends a key derived from tool + arguments + caller in
   a header (default `Idempotency-Key`); the operation's own parameter of that name is hidden
   from the model (the server sets it).
-* `retries` (tool and upstream): attempts for idempotent requests (the runtime's retry.py).
+* `retries` (tool and upstream): attempts for idempotent requests (the runtime retries).
 
-Two hooks: `adjust_use` rewires one compiled operation (hides the preview switch and the key
-header, adds the dry-run arguments, picks the real result's schema when the preview is another
-status) and `finish_tool` puts the resolved contract into the Manifest (Branch/ToolSpec fields),
-the tool description, the annotations and the output schema (a dry run's result is a second
-shape, so the schema becomes `anyOf` [real, dry-run]). Everything is checked here, with the
-overlay's file, line and key; the runtime (policy.py) only applies what the Manifest says.
+Two hooks: `adjust_use` (called by single.py and branches.py) rewires one compiled operation
+(hides the preview switch and the key header, adds the dry-run arguments, picks the real result's
+schema when the preview is another status) and `finish_tool` (called by toolspec.py for every
+overlay tool) puts the resolved contract into the Manifest (Branch/ToolSpec fields), the tool
+description, the annotations and the output schema (a dry run's result is a second shape, so the
+schema becomes `anyOf` [real, dry-run]). Everything is checked here, with the overlay's file, line
+and key; the runtime only applies what the Manifest says.
 """
 
 from __future__ import annotations
@@ -26,19 +27,10 @@ import copy
 import dataclasses
 from typing import Any
 
-from openapi2mcp.compiler.compile import (
-    OUTPUT_DEPTH_TOOL,
-    Arg,
-    Context,
-    Use,
-    convert,
-    json_schema,
-    operation_spec,
-    output_contract,
-    response_object,
-    retry_spec,
-    wrap_output,
-)
+from openapi2mcp.compiler.arguments import operation_spec
+from openapi2mcp.compiler.model import Arg, Context, Use
+from openapi2mcp.compiler.responses import OUTPUT_DEPTH_TOOL, json_schema, output_contract, response_object, wrap_output
+from openapi2mcp.compiler.upstream import retry_spec
 from openapi2mcp.errors import InputError, did_you_mean
 from openapi2mcp.manifest import (
     DRY_RUN_ARG,
@@ -113,7 +105,7 @@ def adjust_use(
                 raise InputError(doc.problem((*where, "dry_run", "upstream_param"),
                                              "the preview switch must be a parameter or a body property"))
             internal.name, internal.hidden, internal.required = DRY_RUN_INTERNAL_ARG, False, False
-        clash = next((a for a in args if a.name in (DRY_RUN_ARG, DRY_RUN_TOKEN_ARG) and not a.fixed and not a.hidden
+        clash = next((a for a in args if a.name in (DRY_RUN_ARG, DRY_RUN_TOKEN_ARG) and a.shown
                       and a is not internal), None)
         if clash is not None:
             raise InputError(doc.problem(
@@ -187,7 +179,7 @@ def _status_schema(ctx: Context, use: Use, status: str) -> tuple[dict[str, Any] 
     raw = json_schema(response_object(ctx, use.op, status))
     if raw is None:
         return None, None
-    schema, wrap = wrap_output(convert(ctx, raw, "output", f"{use.op.pointer}/responses/{status}", OUTPUT_DEPTH_TOOL))
+    schema, wrap = wrap_output(ctx.convert(raw, "output", f"{use.op.pointer}/responses/{status}", OUTPUT_DEPTH_TOOL))
     return output_contract(ctx, schema, use.response), wrap
 
 
@@ -255,7 +247,7 @@ def finish_tool(
                 (*at, "retries"), f"{spec.name} is not idempotent: a retried request could act twice",
                 hint="add `idempotent: true` (the server then sends an Idempotency-Key the upstream must honour)",
             ))
-    update: dict[str, Any] = {"branches": branches, "retries": retries}  # step_up: compile._with_access
+    update: dict[str, Any] = {"branches": branches, "retries": retries}  # step_up: toolspec.with_access
     live = [b for b in branches if b.risk != "forbidden"]
     with_dry_run = [b for b in live if b.dry_run is not None]
     input_schema = spec.input_schema

@@ -1,4 +1,4 @@
-"""Tool names every client accepts (part of the compile stage).
+"""Tool names every client accepts.
 
 Claude Desktop and claude.ai refuse the whole tool list when one name fails
 `^[a-zA-Z0-9_-]{1,64}$`; OpenAI-compatible APIs and several agent SDKs apply the same rule, and
@@ -14,13 +14,16 @@ is rewritten to the served name, so the model is never told a name that does not
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from openapi2mcp.compiler.model import Operation
 from openapi2mcp.errors import InputError, Problem
+from openapi2mcp.manifest import ToolSpec
 from openapi2mcp.overlay import OverlayFile, ToolOverlay
 
 CLIENT_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"
@@ -64,6 +67,22 @@ def served_names(overlay: ToolOverlay, doc: OverlayFile) -> dict[str, str]:
     if problems:
         raise InputError(problems, title=f"{doc.path}: tool names collide")
     return out
+
+
+def served_tool(tool: ToolSpec, renames: Mapping[str, str]) -> ToolSpec:
+    """The tool under its served name, its written name kept when they differ."""
+    served = renames.get(tool.name, tool.name)
+    return tool if served == tool.name else tool.model_copy(update={"name": served, "written_name": tool.name})
+
+
+def check_unique_names(tools: list[ToolSpec], doc: OverlayFile) -> None:
+    """Two overlay tools of one name are an error at the second."""
+    seen: dict[str, int] = {}
+    for i, t in enumerate(tools):
+        if t.name in seen:
+            raise InputError(doc.problem(("tools", i, "name"), f"tool name {t.name!r} is used twice",
+                                         hint="tool names must be unique"))
+        seen[t.name] = i
 
 
 def mention_rewriter(renames: Mapping[str, str]) -> re.Pattern[str] | None:
@@ -138,6 +157,24 @@ def _rewrite_nested(value: Any, renames: Mapping[str, str], pattern: re.Pattern[
 def safe_name_base(text: str) -> str:
     """`text` as a client-safe name stem: runs of other characters (`.`, `/`, spaces) become one `_`."""
     return re.sub(r"_{2,}", "_", _NOT_NAME.sub("_", text)).strip("_-")
+
+
+def raw_tool_names(ops: list[Operation], taken: set[str]) -> list[str]:
+    """Client-safe, unique, deterministic tool names (CLIENT_NAME) for raw tools, from operation ids."""
+    names = []
+    used = set(taken)
+    for op in ops:
+        base = op.id if op.id != op.key else f"{op.method.lower()}_{op.path}"
+        base = safe_name_base(base) or "operation"
+        if len(base) > 64:
+            base = base[:55] + "_" + hashlib.sha1(op.key.encode()).hexdigest()[:8]
+        name, n = base, 2
+        while name in used:
+            suffix = f"_{n}"
+            name, n = base[: 64 - len(suffix)] + suffix, n + 1
+        used.add(name)
+        names.append(name)
+    return names
 
 
 def claude_code_name(server: str, tool: str) -> str:

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import jmespath
+from jmespath.exceptions import JMESPathError
+
 from openapi2mcp.compiler.schemas import schema_types
 from openapi2mcp.errors import did_you_mean
 
@@ -26,9 +29,6 @@ class ProjectionError(Exception):
 
 
 def parse(expression: str) -> dict[str, Any]:
-    import jmespath
-    from jmespath.exceptions import JMESPathError
-
     try:
         ast: dict[str, Any] = jmespath.compile(expression).parsed
     except JMESPathError as e:
