@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 
@@ -125,8 +125,16 @@ def test_the_corpus_is_found() -> None:
     assert not any("petstore-separate/common" in r for r in CORPUS_ROOTS)  # fragments are not roots
 
 
+# the corpus's big specs (seconds each) run in the slow tier, the rest in every run
+BIG: Final = ("openai/", "stripe/", "github/", "digitalocean/", "kubernetes/")
+
+
+def by_size(rels: list[str]) -> list[Any]:
+    return [pytest.param(r, marks=pytest.mark.slow) if r.startswith(BIG) else r for r in rels]
+
+
 @needs_corpus
-@pytest.mark.parametrize("rel", CORPUS_ROOTS or ["-"])
+@pytest.mark.parametrize("rel", by_size(CORPUS_ROOTS) or ["-"])
 def test_every_corpus_spec_loads_or_is_refused_cleanly(rel: str) -> None:
     result = corpus_spec(rel)
     if isinstance(result, InputError):
@@ -138,6 +146,7 @@ def test_every_corpus_spec_loads_or_is_refused_cleanly(rel: str) -> None:
 
 
 @needs_corpus
+@pytest.mark.slow
 def test_github_loads_fast_without_the_resolver(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(load_module, "Bundler", None)  # the fast path must not need it (speed: benchmarks/)
     spec = load_spec(str(corpus_file("github/api.github.com.json")))
@@ -147,6 +156,7 @@ def test_github_loads_fast_without_the_resolver(monkeypatch: pytest.MonkeyPatch)
 
 
 @needs_corpus
+@pytest.mark.slow
 def test_digitalocean_is_bundled_into_one_document() -> None:
     spec = loaded("digitalocean/specification/DigitalOcean-public.v2.yaml")
     document = spec.document
@@ -162,6 +172,7 @@ def test_digitalocean_is_bundled_into_one_document() -> None:
 
 
 @needs_corpus
+@pytest.mark.slow
 def test_digitalocean_reads_each_file_once_and_deterministically(monkeypatch: pytest.MonkeyPatch) -> None:
     # stock prance re-reads shared files (20 s here instead of about 1 s); the speed itself is
     # measured by benchmarks/compile_bench.py, this pins its cause: every file is read once
@@ -223,9 +234,9 @@ def test_stock_prance_fails_on_kubernetes_for_the_documented_reason() -> None:
 @pytest.mark.parametrize(
     ("rel", "version", "count"),
     [
-        ("openai/openapi.yaml", "3.1.0", 288),
-        ("stripe/spec3.json", "3.0.0", 417),
-        ("stripe/spec3.yaml", "3.0.0", 468),
+        pytest.param("openai/openapi.yaml", "3.1.0", 288, marks=pytest.mark.slow),
+        pytest.param("stripe/spec3.json", "3.0.0", 417, marks=pytest.mark.slow),
+        pytest.param("stripe/spec3.yaml", "3.0.0", 468, marks=pytest.mark.slow),
         ("apis-guru/slack.com.json", "3.0.0", 174),
     ],
 )
