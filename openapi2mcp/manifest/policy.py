@@ -1,4 +1,10 @@
-"""TODO docstring."""
+"""What a Manifest's access fields mean: scopes, step-up, confirmation, and what a resource inherits.
+
+Both sides read these rules: the compiler refuses a resource that could bypass a tool's policy
+(compiler/catalog.py), the runtime enforces them per call (runtime/access.py, runtime/policy.py,
+runtime/resources.py). "None" and "all" are never the same spelling: an empty scope list grants
+no scope, only `*` grants every scope (docs/access.md).
+"""
 
 from __future__ import annotations
 

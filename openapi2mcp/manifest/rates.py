@@ -1,4 +1,9 @@
-"""TODO docstring."""
+"""Rate strings (`10/s`, `100/min`, `RATE[,burst=N][,per_caller]`): what a Manifest's rate limits mean.
+
+The overlay's `rate_limit`, the `--rate-limit` flag and the runtime's token buckets
+(runtime/limits.py) read and describe rates with these functions, so a rate means one thing on
+both sides of the Manifest.
+"""
 
 from __future__ import annotations
 

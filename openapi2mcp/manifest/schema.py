@@ -1,4 +1,8 @@
-"""TODO docstring."""
+"""The one way a Manifest's JSON Schemas become validators, on both sides of the seam.
+
+Arguments, results, resource variables and the compiler's own checks of overlay values all use
+`compile_schema`, so a value the compiler accepts is a value the runtime accepts.
+"""
 
 from __future__ import annotations
 
