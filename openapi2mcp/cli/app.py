@@ -9,6 +9,8 @@
     openapi2mcp init    SPEC [-o overlay.yaml] [--max-tools N] [--json]
     openapi2mcp lint    SPEC --overlay FILE [--client NAME ...] [--format text|json|sarif]
     openapi2mcp diff    OLD_SPEC NEW_SPEC --overlay FILE [--fail-on breaking]   (or two Manifests)
+    openapi2mcp call    SPEC --overlay FILE TOOL [JSON | key=value ...]   (or --manifest, --url)
+    openapi2mcp --version
 
 Exit codes: 0 ok, 2 bad input (spec, overlay, configuration), 1 a bug in openapi2mcp.
 Imports are lazy: `serve --manifest` never loads the compiler, prance or openapi-core.
@@ -43,6 +45,24 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from openapi2mcp import __version__
+
+        typer.echo(f"openapi2mcp {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", "-V", callback=_print_version, is_eager=True,
+                           help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Turn an OpenAPI description plus a curated overlay into a few safe, task-level MCP tools."""
 
 
 SpecArg = Annotated[str, typer.Argument(help="OpenAPI 3.0/3.1 or Swagger 2.0 document: a file path or an http(s) URL.")]
