@@ -1,5 +1,6 @@
 """The authoring stage: tools that help a person write and review an overlay (docs/authoring.md):
-`init` drafts one from a spec, `lint` reviews it, `diff` says what a spec upgrade does to the tools.
+`init` drafts one from a spec, `lint` reviews it, `diff` says what a spec upgrade does to the tools,
+`serve --reload` (Reloader) serves each saved edit.
 
 Used from outside only through these names; the modules are private to the package.
 """
@@ -11,6 +12,7 @@ from openapi2mcp.authoring.diff import DiffReport, ToolDiff, diff_manifests, dif
 from openapi2mcp.authoring.draft import DEFAULT_MAX_TOOLS, Draft, Summary, draft_overlay
 from openapi2mcp.authoring.lint import RULES, Finding, LintOptions, LintReport, Rule, Severity, run_lint
 from openapi2mcp.authoring.project import LoadOptions, Project, load_project
+from openapi2mcp.authoring.reload import Reloader
 from openapi2mcp.authoring.sarif import to_sarif
 from openapi2mcp.authoring.schemadiff import Change
 
@@ -27,6 +29,7 @@ __all__ = [
     "LintReport",
     "LoadOptions",
     "Project",
+    "Reloader",
     "Rule",
     "Severity",
     "Summary",

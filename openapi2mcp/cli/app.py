@@ -34,6 +34,7 @@ from openapi2mcp.cli.guard import guarded as _guarded
 from openapi2mcp.serving import CHECK, OPTIONS, Option, path_flags, resolve  # stdlib only
 
 if TYPE_CHECKING:
+    from openapi2mcp.authoring import Reloader
     from openapi2mcp.compiler import Compiled
     from openapi2mcp.manifest import Manifest
 
@@ -104,6 +105,20 @@ def _compile(
     ref_root: Path | None = None,
     fetch_timeout: float = FETCH_TIMEOUT,
 ) -> Compiled:
+    return _build(spec, overlays, all_operations, strict, remote, quiet, ref_root, fetch_timeout)[0]
+
+
+def _build(
+    spec: str,
+    overlays: list[Path] | None,
+    all_operations: bool,
+    strict: bool,
+    remote: list[str] | None,
+    quiet: bool = False,
+    ref_root: Path | None = None,
+    fetch_timeout: float = FETCH_TIMEOUT,
+) -> tuple[Compiled, list[str]]:
+    """The compiled spec and overlays, and the local files they were made from (what `serve --reload` watches)."""
     from openapi2mcp.compiler import compile_manifest
     from openapi2mcp.errors import InputError
     from openapi2mcp.loader import load_spec
@@ -123,7 +138,7 @@ def _compile(
         raise InputError(compiled.warnings, title="spec problems (--strict):")
     if compiled.warnings and not quiet:
         _print_warnings(compiled)
-    return compiled
+    return compiled, [*loaded.files, *(str(p) for p in overlays or [])]
 
 
 def _print_warnings(compiled: Compiled, limit: int = 10) -> None:
@@ -296,10 +311,13 @@ def serve(**given: Any) -> None:
 
     def run() -> None:
         options = resolve(given, os.environ)  # bad flags and variables fail before any spec is read
-        m = _manifest_for_serve(**inputs)
         from openapi2mcp.serving import serve as serve_manifest
 
-        serve_manifest(m, options, prog="openapi2mcp", check=check)
+        if not options.reload:
+            serve_manifest(_manifest_for_serve(**inputs), options, prog="openapi2mcp", check=check)
+            return
+        reloader = _reloader(**inputs)
+        serve_manifest(reloader.first(), options, prog="openapi2mcp", check=check, beside=reloader.run)
 
     _guarded(run)
 
@@ -337,6 +355,34 @@ def _manifest_for_serve(
         _fail("give a SPEC (with --overlay or --all-operations), or --manifest FILE")
     return _compile(spec, overlay, all_operations, strict, allow_remote_refs, ref_root=ref_root,
                     fetch_timeout=fetch_timeout).manifest
+
+
+def _reloader(
+    spec: str | None,
+    overlay: list[Path] | None,
+    manifest: Path | None,
+    all_operations: bool,
+    strict: bool,
+    allow_remote_refs: list[str] | None,
+    ref_root: Path | None,
+    fetch_timeout: float = FETCH_TIMEOUT,
+) -> Reloader:
+    """`serve --reload`: the loop that recompiles SPEC and its overlays as they are edited (authoring/reload.py)."""
+    from openapi2mcp.authoring import Reloader
+
+    if manifest is not None or not spec:
+        _fail("error: --reload recompiles the spec and its overlays as you edit them: give SPEC --overlay FILE "
+              "(a compiled --manifest does not change; leave out --reload or unset OPENAPI2MCP_RELOAD)")
+    first = True
+
+    def rebuild() -> tuple[Manifest, list[str]]:
+        nonlocal first
+        compiled, files = _build(spec, overlay, all_operations, strict, allow_remote_refs, quiet=not first,
+                                 ref_root=ref_root, fetch_timeout=fetch_timeout)
+        first = False
+        return compiled.manifest, files
+
+    return Reloader(rebuild)
 
 
 @app.command()
