@@ -158,7 +158,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
     Option("reload", "--reload", "OPENAPI2MCP_RELOAD", "switch",
            "While authoring: recompile when the spec, an overlay or a file the spec includes changes, keep serving "
            "the last good version after a bad edit, and tell clients the tools changed (`openapi2mcp serve SPEC` "
-           "only: not with --manifest, not in a frozen package).", example="1"),
+           "only: refused when serving a compiled Manifest, as a frozen package does).", example="1"),
     Option("log_level", "--log-level", "OPENAPI2MCP_LOG_LEVEL", "choice",
            "The stderr log level (info logs one line per tool call).", example="debug", default="warning",
            shown_default="warning (info in the container image)",
