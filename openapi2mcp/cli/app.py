@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from openapi2mcp.cli.authoring import register as register_authoring
+from openapi2mcp.cli.call import register as register_call
 from openapi2mcp.cli.guard import fail as _fail
 from openapi2mcp.cli.guard import guarded as _guarded
 from openapi2mcp.serving import CHECK, OPTIONS, Option, path_flags, resolve  # stdlib only
@@ -582,6 +583,7 @@ def _pairs(items: list[str] | None, flag: str) -> dict[str, str]:
 
 
 register_authoring(app)  # init, lint, diff (cli/authoring.py)
+register_call(app)  # call (cli/call.py)
 
 
 def main() -> None:
