@@ -144,11 +144,24 @@ async def _session(target: Target, elicit: Any) -> AsyncIterator[Client]:
 
     assert target.url is not None
     headers = {"Authorization": f"Bearer {target.token}"} if target.token else None
-    async with create_mcp_http_client(headers=headers) as http, Client(
-        streamable_http_client(target.url, http_client=http), mode=mode, elicitation_callback=elicit,
-        read_timeout_seconds=target.timeout,
-    ) as client:
-        yield client
+    refused: list[int] = []
+
+    async def watch(response: Any) -> None:  # the SDK reports a 401 as a bare -32603: name it ourselves
+        if response.status_code in (401, 403):
+            refused.append(response.status_code)
+
+    try:
+        async with create_mcp_http_client(headers=headers) as http:
+            http.event_hooks["response"].append(watch)
+            async with Client(streamable_http_client(target.url, http_client=http), mode=mode,
+                              elicitation_callback=elicit, read_timeout_seconds=target.timeout) as client:
+                yield client
+    except Exception:
+        if refused:
+            why = ("needs a valid bearer token (--token or $OPENAPI2MCP_CALL_TOKEN)" if refused[0] == 401
+                   else "refused this token (HTTP 403: it lacks a scope the server needs)")
+            raise InputError.at(f"{target.url}: the server {why} (HTTP {refused[0]})") from None
+        raise
 
 
 def call_key(home: Path | None = None) -> str:
