@@ -305,6 +305,20 @@ def _run_parameter(option: Option) -> Parameter:
                              annotation=Annotated[kind, info])
 
 
+SERVE_EXAMPLES = """\b
+Examples:
+  openapi2mcp serve api.yaml --overlay overlay.yaml                     # stdio, for a desktop client
+  openapi2mcp serve api.yaml --overlay overlay.yaml --transport http --port 8000
+  openapi2mcp serve --manifest manifest.json --transport http --sse
+  openapi2mcp serve api.yaml --overlay overlay.yaml --reload            # while authoring: every save is served
+
+\b
+--reload recompiles when the spec, an overlay or a file the spec includes is saved; a bad edit
+prints compile's error and the last good version keeps serving; clients are sent
+notifications/tools/list_changed (docs/authoring.md#serve---reload).
+"""
+
+
 def serve(**given: Any) -> None:
     """Serve the tools over MCP (stdio by default, or Streamable HTTP) and forward calls upstream."""
     inputs = {name: given.pop(name) for name in _SERVE_INPUTS.parameters}
@@ -328,7 +342,7 @@ serve.__signature__ = Signature([  # type: ignore[attr-defined]  # what typer re
     *(p.replace(kind=Parameter.KEYWORD_ONLY) for p in _SERVE_INPUTS.parameters.values()),
     *(_run_parameter(option) for option in (*OPTIONS, CHECK)),
 ])
-app.command()(serve)
+app.command(epilog=SERVE_EXAMPLES)(serve)
 
 
 def _manifest_for_serve(
