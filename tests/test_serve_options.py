@@ -24,7 +24,7 @@ from examples import Upstream
 from openapi2mcp.cli import app as cli_module
 from openapi2mcp.manifest import Manifest
 from openapi2mcp.serving import CHECK, ENV_ONLY, OPTIONS, Option, RunOptions, options_markdown, parser, run
-from tests.e2e_support import child_env, cli, running
+from tests.e2e_support import child_env, cli, example_args, running
 from tests.helpers import compile_example
 from tests.local import ROOT, free_port
 
@@ -82,7 +82,9 @@ class Commands:
 
     def serve(self, argv: list[str], env: dict[str, str]) -> RunOptions:
         seen = self._capture("openapi2mcp.serving.serve")
-        result = CliRunner().invoke(cli_module.app, ["serve", "--manifest", str(self.manifest), *argv], env=env)
+        reload = "--reload" in argv or env.get("OPENAPI2MCP_RELOAD")  # serve --reload compiles a spec (test_reload.py)
+        source = example_args("notes") if reload else ["--manifest", str(self.manifest)]
+        result = CliRunner().invoke(cli_module.app, ["serve", *source, *argv], env=env)
         assert result.exit_code == 0, result.output
         assert len(seen) == 1
         return seen[0]

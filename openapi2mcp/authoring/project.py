@@ -30,6 +30,7 @@ class LoadOptions:
     allow_remote_refs: tuple[str, ...] = ()
     ref_root: str | None = None
     fetch_timeout: float = FETCH_TIMEOUT
+    strict: bool = False  # validate the spec fully; spec warnings become errors (as `compile --strict`)
 
 
 @dataclass
@@ -61,7 +62,7 @@ def load(spec: str, overlays: list[OverlayFile], options: LoadOptions = LoadOpti
         return apply_oai_overlays(document, oai)
 
     remote: bool | list[str] = True if "*" in options.allow_remote_refs else list(options.allow_remote_refs)
-    return load_spec(spec, allow_remote_refs=remote or False, ref_root=options.ref_root,
+    return load_spec(spec, allow_remote_refs=remote or False, ref_root=options.ref_root, strict=options.strict,
                      patch=patch if oai else None, fetch_deadline=options.fetch_timeout)
 
 

@@ -9,6 +9,8 @@
     openapi2mcp init    SPEC [-o overlay.yaml] [--max-tools N] [--json]
     openapi2mcp lint    SPEC --overlay FILE [--client NAME ...] [--format text|json|sarif]
     openapi2mcp diff    OLD_SPEC NEW_SPEC --overlay FILE [--fail-on breaking]   (or two Manifests)
+    openapi2mcp call    SPEC --overlay FILE TOOL [JSON | key=value ...]   (or --manifest, --url)
+    openapi2mcp --version
 
 Exit codes: 0 ok, 2 bad input (spec, overlay, configuration), 1 a bug in openapi2mcp.
 Imports are lazy: `serve --manifest` never loads the compiler, prance or openapi-core.
@@ -27,11 +29,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from openapi2mcp.cli.authoring import register as register_authoring
+from openapi2mcp.cli.call import register as register_call
 from openapi2mcp.cli.guard import fail as _fail
 from openapi2mcp.cli.guard import guarded as _guarded
 from openapi2mcp.serving import CHECK, OPTIONS, Option, path_flags, resolve  # stdlib only
 
 if TYPE_CHECKING:
+    from openapi2mcp.authoring import Reloader
     from openapi2mcp.compiler import Compiled
     from openapi2mcp.manifest import Manifest
 
@@ -43,6 +47,24 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from openapi2mcp import __version__
+
+        typer.echo(f"openapi2mcp {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", "-V", callback=_print_version, is_eager=True,
+                           help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Turn an OpenAPI description plus a curated overlay into a few safe, task-level MCP tools."""
 
 
 SpecArg = Annotated[str, typer.Argument(help="OpenAPI 3.0/3.1 or Swagger 2.0 document: a file path or an http(s) URL.")]
@@ -84,6 +106,20 @@ def _compile(
     ref_root: Path | None = None,
     fetch_timeout: float = FETCH_TIMEOUT,
 ) -> Compiled:
+    return _build(spec, overlays, all_operations, strict, remote, quiet, ref_root, fetch_timeout)[0]
+
+
+def _build(
+    spec: str,
+    overlays: list[Path] | None,
+    all_operations: bool,
+    strict: bool,
+    remote: list[str] | None,
+    quiet: bool = False,
+    ref_root: Path | None = None,
+    fetch_timeout: float = FETCH_TIMEOUT,
+) -> tuple[Compiled, list[str]]:
+    """The compiled spec and overlays, and the local files they were made from (what `serve --reload` watches)."""
     from openapi2mcp.compiler import compile_manifest
     from openapi2mcp.errors import InputError
     from openapi2mcp.loader import load_spec
@@ -103,7 +139,7 @@ def _compile(
         raise InputError(compiled.warnings, title="spec problems (--strict):")
     if compiled.warnings and not quiet:
         _print_warnings(compiled)
-    return compiled
+    return compiled, [*loaded.files, *(str(p) for p in overlays or [])]
 
 
 def _print_warnings(compiled: Compiled, limit: int = 10) -> None:
@@ -269,6 +305,20 @@ def _run_parameter(option: Option) -> Parameter:
                              annotation=Annotated[kind, info])
 
 
+SERVE_EXAMPLES = """\b
+Examples:
+  openapi2mcp serve api.yaml --overlay overlay.yaml                     # stdio, for a desktop client
+  openapi2mcp serve api.yaml --overlay overlay.yaml --transport http --port 8000
+  openapi2mcp serve --manifest manifest.json --transport http --sse
+  openapi2mcp serve api.yaml --overlay overlay.yaml --reload            # while authoring: every save is served
+
+\b
+--reload recompiles when the spec, an overlay or a file the spec includes is saved; a bad edit
+prints compile's error and the last good version keeps serving; clients are sent
+notifications/tools/list_changed (docs/authoring.md#serve---reload).
+"""
+
+
 def serve(**given: Any) -> None:
     """Serve the tools over MCP (stdio by default, or Streamable HTTP) and forward calls upstream."""
     inputs = {name: given.pop(name) for name in _SERVE_INPUTS.parameters}
@@ -276,10 +326,13 @@ def serve(**given: Any) -> None:
 
     def run() -> None:
         options = resolve(given, os.environ)  # bad flags and variables fail before any spec is read
-        m = _manifest_for_serve(**inputs)
         from openapi2mcp.serving import serve as serve_manifest
 
-        serve_manifest(m, options, prog="openapi2mcp", check=check)
+        if not options.reload:
+            serve_manifest(_manifest_for_serve(**inputs), options, prog="openapi2mcp", check=check)
+            return
+        reloader = _reloader(**inputs)
+        serve_manifest(reloader.first(), options, prog="openapi2mcp", check=check, beside=reloader.run)
 
     _guarded(run)
 
@@ -289,7 +342,7 @@ serve.__signature__ = Signature([  # type: ignore[attr-defined]  # what typer re
     *(p.replace(kind=Parameter.KEYWORD_ONLY) for p in _SERVE_INPUTS.parameters.values()),
     *(_run_parameter(option) for option in (*OPTIONS, CHECK)),
 ])
-app.command()(serve)
+app.command(epilog=SERVE_EXAMPLES)(serve)
 
 
 def _manifest_for_serve(
@@ -317,6 +370,34 @@ def _manifest_for_serve(
         _fail("give a SPEC (with --overlay or --all-operations), or --manifest FILE")
     return _compile(spec, overlay, all_operations, strict, allow_remote_refs, ref_root=ref_root,
                     fetch_timeout=fetch_timeout).manifest
+
+
+def _reloader(
+    spec: str | None,
+    overlay: list[Path] | None,
+    manifest: Path | None,
+    all_operations: bool,
+    strict: bool,
+    allow_remote_refs: list[str] | None,
+    ref_root: Path | None,
+    fetch_timeout: float = FETCH_TIMEOUT,
+) -> Reloader:
+    """`serve --reload`: the loop that recompiles SPEC and its overlays as they are edited (authoring/reload.py)."""
+    from openapi2mcp.authoring import Reloader
+
+    if manifest is not None or not spec:
+        _fail("error: --reload recompiles the spec and its overlays as you edit them: give SPEC --overlay FILE "
+              "(a compiled --manifest does not change; leave out --reload or unset OPENAPI2MCP_RELOAD)")
+    first = True
+
+    def rebuild() -> tuple[Manifest, list[str]]:
+        nonlocal first
+        compiled, files = _build(spec, overlay, all_operations, strict, allow_remote_refs, quiet=not first,
+                                 ref_root=ref_root, fetch_timeout=fetch_timeout)
+        first = False
+        return compiled.manifest, files
+
+    return Reloader(rebuild)
 
 
 @app.command()
@@ -516,6 +597,7 @@ def _pairs(items: list[str] | None, flag: str) -> dict[str, str]:
 
 
 register_authoring(app)  # init, lint, diff (cli/authoring.py)
+register_call(app)  # call (cli/call.py)
 
 
 def main() -> None:

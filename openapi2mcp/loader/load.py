@@ -44,6 +44,7 @@ class LoadedSpec:
     sha256: str  # over the bytes of every file read: the root, then included ones (sorted)
     warnings: list[SpecWarning] = field(default_factory=list)
     patched: bool = False  # the OAI Overlays were applied while loading (load_spec's `patch`)
+    files: tuple[str, ...] = ()  # the local files read, root first (absolute real paths; none for a URL)
 
 
 def load_spec(
@@ -116,4 +117,5 @@ def _load(
         sha256=reader.digest(),
         warnings=warnings,
         patched=patch is not None,
+        files=reader.files(),
     )

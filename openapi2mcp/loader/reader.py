@@ -285,6 +285,11 @@ class Reader:
             sha.update(self._data[resource])
         return sha.hexdigest()
 
+    def files(self) -> tuple[str, ...]:
+        """The local files read (absolute real paths), the root first: what `serve --reload` watches."""
+        local = [r for r in self._data if not is_url(r)]
+        return tuple(sorted(local, key=lambda r: (r != self.root, r)))
+
     def close(self) -> None:
         if self._client is not None:
             self._client.close()

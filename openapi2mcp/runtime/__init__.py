@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from openapi2mcp.runtime.httpguard import uvicorn_settings
     from openapi2mcp.runtime.logs import configure_logging
     from openapi2mcp.runtime.stdio import serve_stdio
+    from openapi2mcp.runtime.tools import argument_error
 
 # The server and its transports load on first use (start-up time): the CLI reads the option
 # defaults above without importing the MCP SDK, and stdio never loads the HTTP transport.
@@ -42,6 +43,7 @@ _LAZY = {
     "client_gone": "openapi2mcp.runtime.gone",
     "describe": "openapi2mcp.runtime.gone",
     "leaves": "openapi2mcp.runtime.gone",
+    "argument_error": "openapi2mcp.runtime.tools",
 }
 
 
@@ -64,6 +66,7 @@ __all__ = [
     "HttpOptions",
     "Runtime",
     "RuntimeOptions",
+    "argument_error",
     "auth_config",
     "client_gone",
     "configure_logging",

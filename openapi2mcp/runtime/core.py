@@ -22,10 +22,11 @@ Policies worth knowing:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Final
 
 import mcp_types as types
 from mcp.server.lowlevel import Server
@@ -36,6 +37,7 @@ from openapi2mcp.runtime.access import Caller, caller_from_context, local_caller
 from openapi2mcp.runtime.admission import Admission
 from openapi2mcp.runtime.audit import AUDIT_LOG_VAR, AuditError, AuditLog, Auditor
 from openapi2mcp.runtime.calls import Calls
+from openapi2mcp.runtime.changes import Kind, ListChanges
 from openapi2mcp.runtime.limits import RateLimiter
 from openapi2mcp.runtime.options import RuntimeOptions
 from openapi2mcp.runtime.policy import AUTO_APPROVE_VAR, Asker, Policy, parse_auto_approve
@@ -48,6 +50,9 @@ from openapi2mcp.upstream import ConfigError, Upstream
 
 log = logging.getLogger("openapi2mcp.runtime")
 
+# What `reload` keeps of the running Runtime; everything else is the new Manifest's.
+_KEPT: Final = frozenset({"options", "changes", "retired"})
+
 
 class Runtime:
     """One per Manifest: owns the upstream client, the compiled tools and the safety and access state."""
@@ -57,6 +62,9 @@ class Runtime:
         options = options or RuntimeOptions()
         if options.page_size < 1:
             raise ConfigError("page_size must be at least 1")
+        # serve --reload (changes.py): listChanged declared, `reload` announced; retired upstream clients
+        self.changes = ListChanges() if options.list_changed else None
+        self.retired: list[Upstream] = []
         self.manifest = manifest
         self.options = options
         env = os.environ if options.environ is None else options.environ
@@ -101,6 +109,30 @@ class Runtime:
                 "idempotency keys and dry-run tokens use a key generated at start-up: after a restart, or on another "
                 "replica, a retried create is a new object and a dry run must be repeated; set %s", SIGNING_KEY_VAR,
             )
+
+    # ------------------------------------------------------------------ reloading
+
+    def reload(self, manifest: Manifest) -> set[Kind]:
+        """Serve `manifest` from now on (`openapi2mcp serve --reload`); returns the lists that changed.
+
+        Everything is built from the new Manifest before anything is replaced, so one that cannot
+        be served (ConfigError: a missing variable, a bad schema) leaves the running one serving.
+        The signing key, the local caller and the audit log stay; the swap happens between two
+        awaits, so a request sees the old version or the new one, and calls already running end
+        on the version they started with (their upstream client is closed with the Runtime).
+        """
+        fresh = Runtime(manifest, dataclasses.replace(self.options, signer=self.signer, local=self.local,
+                                                      audit_log=self.auditor.log, list_changed=False))
+        changed = _changed(self, fresh)
+        self.retired.append(self.upstream)
+        for name, value in vars(fresh).items():
+            if name not in _KEPT:
+                setattr(self, name, value)
+        return changed
+
+    async def announce(self, changed: Iterable[Kind]) -> int:
+        """Tell connected clients what `reload` changed (changes.py); how many 2025-11-25 sessions were told."""
+        return await self.changes.announce(changed) if self.changes is not None else 0
 
     # ------------------------------------------------------------------ what the server offers
 
@@ -152,7 +184,8 @@ class Runtime:
         return out
 
     async def aclose(self) -> None:
-        await self.upstream.aclose()
+        for upstream in [*self.retired, self.upstream]:
+            await upstream.aclose()
         self.auditor.close()
 
 
@@ -173,3 +206,15 @@ def _auditor(env: Mapping[str, str], audit_log: AuditLog | str | None) -> Audito
         return Auditor(AuditLog(target) if isinstance(target, str) else target)
     except AuditError as e:
         raise ConfigError(f"{e} (--audit-log / {AUDIT_LOG_VAR})") from None
+
+
+def _changed(old: Runtime, new: Runtime) -> set[Kind]:
+    """The lists whose entries differ between two Runtimes (what a client would see change)."""
+    changed: set[Kind] = set()
+    if [t.definition for t in old.tools.values()] != [t.definition for t in new.tools.values()]:
+        changed.add("tools")
+    if old.manifest.resources != new.manifest.resources:
+        changed.add("resources")
+    if old.manifest.prompts != new.manifest.prompts:
+        changed.add("prompts")
+    return changed

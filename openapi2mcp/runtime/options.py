@@ -46,6 +46,7 @@ class RuntimeOptions:
     auto_approve: str | Iterable[str] | None = None  # risks confirmed without asking (None: OPENAPI2MCP_AUTO_APPROVE)
     audit_log: AuditLog | str | None = None  # a path, "-" (stderr) or a log (None: OPENAPI2MCP_AUDIT_LOG)
     upstream_transport: httpx2.AsyncBaseTransport | None = None  # what sends upstream requests (None: the network)
+    list_changed: bool = False  # serve --reload: declare listChanged, announce Runtime.reload (changes.py)
 
 
 @dataclass(frozen=True)

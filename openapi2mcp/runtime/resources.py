@@ -34,7 +34,7 @@ import re
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
 import anyio
@@ -445,24 +445,35 @@ class Catalog:
 
     # ------------------------------------------------------------------ MCP
 
-    def install(self, server: Server[Any]) -> None:
-        """Register the handlers: the SDK declares the resources/prompts capabilities from them."""
-        if self.has_resources:
+    def install(self, server: Server[Any], current: Callable[[], Catalog] | None = None) -> None:
+        """Register the handlers: the SDK declares the resources/prompts capabilities from them.
+
+        `current` (serve --reload): each request asks it for the catalog to serve, and every handler
+        is registered, so that a reload can replace the catalog and add the first resource or prompt.
+        """
+        def through(handler: Callable[[Catalog, Any, Any], Awaitable[Any]]) -> Handler:
+            async def run(ctx: Any, params: Any) -> Any:
+                return await handler(current() if current else self, ctx, params)
+            return run
+
+        if self.has_resources or current:
             server.add_request_handler(
-                "resources/list", types.PaginatedRequestParams, _guard("resources/list", self._on_list_resources)
+                "resources/list", types.PaginatedRequestParams,
+                _guard("resources/list", through(Catalog._on_list_resources)),
             )
             server.add_request_handler(
                 "resources/templates/list", types.PaginatedRequestParams,
-                _guard("resources/templates/list", self._on_list_templates),
+                _guard("resources/templates/list", through(Catalog._on_list_templates)),
             )
             server.add_request_handler("resources/read", types.ReadResourceRequestParams,
-                                       _guard("resources/read", self._on_read))
-        if self.has_prompts:
+                                       _guard("resources/read", through(Catalog._on_read)))
+        if self.has_prompts or current:
             server.add_request_handler(
-                "prompts/list", types.PaginatedRequestParams, _guard("prompts/list", self._on_list_prompts)
+                "prompts/list", types.PaginatedRequestParams,
+                _guard("prompts/list", through(Catalog._on_list_prompts)),
             )
             server.add_request_handler("prompts/get", types.GetPromptRequestParams,
-                                       _guard("prompts/get", self._on_get_prompt))
+                                       _guard("prompts/get", through(Catalog._on_get_prompt)))
 
     async def _on_list_resources(self, ctx: Any, params: types.PaginatedRequestParams | None) -> Any:
         return self.list_resources(params.cursor if params else None, self._caller(ctx))

@@ -17,6 +17,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
 from openapi2mcp.runtime.access import caller_from_context, inbound_headers
+from openapi2mcp.runtime.changes import AnnouncingServer
 from openapi2mcp.runtime.policy import Asker, InputRequired
 from openapi2mcp.upstream import FORWARDED_HEADERS
 
@@ -56,7 +57,8 @@ def build_server(runtime: Runtime, *, stateless: bool = False) -> Server[Any]:
             FORWARDED_HEADERS.reset(forwarded)
 
     server = runtime.manifest.server
-    mcp_server = Server(
+    changes = runtime.changes  # serve --reload: listChanged declared, subscriptions/listen served (changes.py)
+    mcp_server = (AnnouncingServer if changes is not None else Server)(
         server.name,
         version=server.version,
         title=server.title,
@@ -65,5 +67,9 @@ def build_server(runtime: Runtime, *, stateless: bool = False) -> Server[Any]:
         on_call_tool=on_call_tool,
         get_tool_input_schema=runtime.input_schema,
     )
-    runtime.catalog.install(mcp_server)  # resources/*, prompts/*: only when the overlay defines some
+    if changes is None:
+        runtime.catalog.install(mcp_server)  # resources/*, prompts/*: only when the overlay defines some
+    else:  # a reload may add the first resource or prompt, and replaces the catalog: each request finds it
+        runtime.catalog.install(mcp_server, current=lambda: runtime.catalog)
+        changes.install(mcp_server)
     return mcp_server

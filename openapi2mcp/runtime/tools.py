@@ -19,11 +19,11 @@ import mcp_types as types
 from jsonschema import SchemaError, ValidationError
 from jsonschema.protocols import Validator
 
-from openapi2mcp.errors import ErrorCode, ToolFailure, did_you_mean
+from openapi2mcp.errors import ErrorCode, ToolError, ToolFailure, did_you_mean
 from openapi2mcp.manifest import Branch, Manifest, ToolSpec, compile_schema
 from openapi2mcp.runtime.paginate import Paginator
 from openapi2mcp.runtime.signing import Signer
-from openapi2mcp.shape import Shaper, compile_expression, describe_error, error_path, leaf_errors
+from openapi2mcp.shape import Shaper, compile_expression, describe_error, drop_nulls, error_path, leaf_errors
 from openapi2mcp.upstream import ConfigError, check_json_arguments
 
 MAX_REPORTED_PROBLEMS: Final = 5
@@ -148,6 +148,21 @@ def check_arguments(validator: Validator, arguments: Mapping[str, Any], nulled: 
     if len(problems) > len(shown):
         message += f" (and {len(problems) - len(shown)} more)"
     raise invalid(message, shown[0][0])
+
+
+def argument_error(schema: Mapping[str, Any], arguments: dict[str, Any]) -> ToolError | None:
+    """What this server answers to `arguments` for a tool of this input schema before anything runs: the
+    ARGUMENT_INVALID error naming each problem by field, or None. For clients (`openapi2mcp call`); a
+    schema that is no valid JSON Schema (another server's) is not checked here: the server will say."""
+    try:
+        validator = compile_schema(schema, formats=True)
+        kept, nulled = drop_nulls(validator, arguments)
+        check_arguments(validator, kept, nulled)
+    except ToolFailure as e:
+        return e.error
+    except SchemaError:
+        return None
+    return None
 
 
 def _with_defaults(schema: Mapping[str, Any], branch: Branch, arguments: Mapping[str, Any]) -> dict[str, Any]:

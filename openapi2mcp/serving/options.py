@@ -155,6 +155,10 @@ OPTIONS: Final[tuple[Option, ...]] = (
            "The URL requests are sent to, replacing the Manifest's upstream base URL.",
            example="http://127.0.0.1:9/api", shown_default="the overlay's upstream.base_url, else the spec's server",
            metavar="URL"),
+    Option("reload", "--reload", "OPENAPI2MCP_RELOAD", "switch",
+           "While authoring: recompile when the spec, an overlay or a file the spec includes changes, keep serving "
+           "the last good version after a bad edit, and tell clients the tools changed (`openapi2mcp serve SPEC` "
+           "only: refused when serving a compiled Manifest, as a frozen package does).", example="1"),
     Option("log_level", "--log-level", "OPENAPI2MCP_LOG_LEVEL", "choice",
            "The stderr log level (info logs one line per tool call).", example="debug", default="warning",
            shown_default="warning (info in the container image)",
@@ -245,6 +249,7 @@ class RunOptions:
     auto_approve: str | None = None
     audit_log: str | None = None
     sse: bool = False  # HTTP: SSE answers, so 2025-11-25 clients can be asked mid-call
+    reload: bool = False  # serve SPEC --reload: recompile on edits (the compile side watches; see docs/authoring.md)
     http_limits: HttpLimits = field(default_factory=HttpLimits)
 
 

@@ -22,7 +22,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, MutableMapping, Sequence
 from importlib import resources
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -90,16 +90,27 @@ def parser(prog: str, description: str) -> argparse.ArgumentParser:
 # ============================================================================ serving
 
 
+RELOAD_REFUSED = ("--reload / OPENAPI2MCP_RELOAD: reloading recompiles the spec and overlays, so it works only "
+                  "while authoring with `openapi2mcp serve SPEC --overlay FILE --reload`; this serves a compiled "
+                  "Manifest (leave out --reload, unset OPENAPI2MCP_RELOAD)")
+
+
 def serve(
     manifest: Manifest, options: RunOptions, *, prog: str, environ: Mapping[str, str] | None = None,
-    check: bool = False,
+    check: bool = False, beside: Callable[[Runtime], Coroutine[Any, Any, None]] | None = None,
 ) -> None:
     """Check the configuration and serve `manifest` until interrupted (`check`: only check it).
 
     Configuration problems raise ConfigError (exit 2) before anything is served: the upstream
     variables (Runtime), the safety and access flags, and for HTTP the allowed hosts and the auth.
+    `beside` runs next to the server for as long as it serves, with its Runtime: the reload loop of
+    `openapi2mcp serve --reload` (authoring/reload.py), which only the compile side can give, so
+    `options.reload` without it (a frozen package, `serve --manifest`) is refused.
     """
     import anyio
+
+    if options.reload and beside is None:
+        raise UsageError(RELOAD_REFUSED)
 
     from openapi2mcp.manifest import BASE_URL_VAR
     from openapi2mcp.runtime import configure_logging
@@ -132,7 +143,7 @@ def serve(
     if not http:
         from openapi2mcp.runtime import serve_stdio
 
-        anyio.run(lambda: serve_stdio(runtime))
+        anyio.run(_alongside, serve_stdio(runtime), beside, runtime)
         return
     app: ASGIApp = http_app(runtime, HttpOptions(
         host=options.host, port=options.port, path=options.path, stateless=options.stateless,
@@ -142,7 +153,22 @@ def serve(
     print(f"{prog}: serving {listed} tool(s) at http://{where}:{options.port}{options.path} "
           f"(auth: {auth.describe()}{'' if auth.enabled else '; anonymous callers have ' + runtime.local.describe()})",
           file=sys.stderr)
-    anyio.run(lambda: _serve_uvicorn(app, options.host, options.port, options.log_level, limits))
+    anyio.run(_alongside, _serve_uvicorn(app, options.host, options.port, options.log_level, limits), beside,
+              runtime)
+
+
+async def _alongside(main: Awaitable[None], beside: Callable[[Runtime], Coroutine[Any, Any, None]] | None,
+                     runtime: Runtime) -> None:
+    """Serve (`main`), with `beside(runtime)` running next to it until the server stops."""
+    if beside is None:
+        await main
+        return
+    import anyio
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(beside, runtime)
+        await main
+        group.cancel_scope.cancel()
 
 
 def _runtime(manifest: Manifest, options: RunOptions, env: Mapping[str, str]) -> Runtime:
@@ -157,7 +183,8 @@ def _runtime(manifest: Manifest, options: RunOptions, env: Mapping[str, str]) ->
         raise ConfigError(f"--rate-limit / OPENAPI2MCP_RATE_LIMIT: {e}") from None
     local = local_caller("http" if options.transport == "http" else "stdio", local_scopes(options.scopes))
     return Runtime(manifest, RuntimeOptions(environ=env, local=local, rate_limit=limit,
-                                            auto_approve=options.auto_approve, audit_log=options.audit_log))
+                                            auto_approve=options.auto_approve, audit_log=options.audit_log,
+                                            list_changed=options.reload))
 
 
 def auth_options(options: RunOptions) -> AuthOptions:
