@@ -95,13 +95,14 @@ class Admission:
             token = None
             if branch.dry_run is not None and branch.dry_run.mode == "required":
                 token = self.policy.check_dry_run(spec, branch, arguments, caller)
+                await self.policy.spend_dry_run(spec, branch, token, claim=False)  # spent: refused before asking
             try:
                 await self.policy.confirm(spec, branch, arguments, caller, asker, record)
             finally:
                 if pending is not None and pending.due and record.confirmation in _ANSWERED:
                     pending.due = False  # the state was valid and is now spent: its first leg paid for this call
             if token is not None:
-                await self.policy.spend_dry_run(spec, branch, token)  # confirmed: now the token is used
+                await self.policy.spend_dry_run(spec, branch, token, claim=True)  # confirmed: now it is used
         if pending is not None and pending.due:
             pending.due = False
             await self.charge(tool, caller)  # a request state that answered nothing buys nothing

@@ -216,13 +216,21 @@ class Policy:
                 raise _dry_run_required(f"the dryRunToken was issued for {what}: {first}")
         return data
 
-    async def spend_dry_run(self, tool: ToolSpec, branch: Branch, data: Mapping[str, Any]) -> None:
-        """With a shared state a dry-run token is used once (across replicas): DRY_RUN_REQUIRED the second time."""
+    async def spend_dry_run(self, tool: ToolSpec, branch: Branch, data: Mapping[str, Any], *, claim: bool) -> None:
+        """With a shared state a dry-run token is used once (across replicas): DRY_RUN_REQUIRED the second time.
+
+        `claim=False` only looks (before the user is asked: a spent token is refused without asking);
+        `claim=True` spends it, atomically, once the call may go ahead.
+        """
         if not self.state.shared:
             return  # one process: reusable within its life, as documented (docs/safety.md)
         nonce = data.get("n")
         ident = nonce if isinstance(nonce, str) else digest(dict(data))  # a token from before nonces
-        if not await self.state.claim("dry-run", ident, self._dry_run_ttl(branch)):
+        if claim:
+            fresh = await self.state.claim("dry-run", ident, self._dry_run_ttl(branch))
+        else:
+            fresh = not await self.state.claimed("dry-run", ident)
+        if not fresh:
             raise _dry_run_required(
                 f"that dryRunToken was already used for a real call (each one is good for one call): call "
                 f"{tool.name} with dryRun: true and these arguments again, then pass its new dryRunToken")

@@ -155,6 +155,10 @@ class RedisState:
         key, ms = self._key(kind, ident), max(1, int(ttl * 1000))
         return bool(await self._run(lambda r: r.set(key, "1", nx=True, px=ms)))
 
+    async def claimed(self, kind: str, ident: str) -> bool:
+        key = self._key(kind, ident)
+        return bool(await self._run(lambda r: r.exists(key)))
+
     async def take(self, buckets: Sequence[Bucket]) -> list[float] | None:
         if not buckets:
             return None

@@ -73,6 +73,10 @@ class State(Protocol):
         """True for the first claim of (`kind`, `ident`) within `ttl` seconds, False after."""
         ...
 
+    async def claimed(self, kind: str, ident: str) -> bool:
+        """Whether (`kind`, `ident`) is claimed now (a look, not a claim: `claim` decides)."""
+        ...
+
     async def take(self, buckets: Sequence[Bucket]) -> list[float] | None:
         """One token from each bucket (None), or none and each bucket's wait in seconds (0.0: it has one)."""
         ...
@@ -152,6 +156,9 @@ class MemoryState:
             return False
         self._claims[key] = now + ttl
         return True
+
+    async def claimed(self, kind: str, ident: str) -> bool:
+        return self._claims.get(f"{kind}:{ident}", 0.0) > self.clock()
 
     async def take(self, buckets: Sequence[Bucket]) -> list[float] | None:
         now = self.clock()
