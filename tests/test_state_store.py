@@ -31,9 +31,9 @@ def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
 
 
 @pytest.fixture
-def replicas(redis: RedisServer) -> Iterator[tuple[RedisState, RedisState]]:
+def replicas(redis: RedisServer) -> tuple[RedisState, RedisState]:
     redis.command("FLUSHALL")
-    yield RedisState(redis.url, "test-ns"), RedisState(redis.url, "test-ns")
+    return RedisState(redis.url, "test-ns"), RedisState(redis.url, "test-ns")
 
 
 async def close(*states: RedisState) -> None:

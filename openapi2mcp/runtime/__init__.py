@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from openapi2mcp.runtime.core import Runtime
     from openapi2mcp.runtime.gone import client_gone, describe, leaves
     from openapi2mcp.runtime.http import http_app, serve_http, transport_security
-    from openapi2mcp.runtime.httpguard import uvicorn_settings
+    from openapi2mcp.runtime.httpguard import GuardedH11, uvicorn_settings
     from openapi2mcp.runtime.logs import configure_logging
     from openapi2mcp.runtime.stdio import serve_stdio
 
@@ -39,6 +39,7 @@ _LAZY = {
     "serve_stdio": "openapi2mcp.runtime.stdio",
     "transport_security": "openapi2mcp.runtime.http",
     "uvicorn_settings": "openapi2mcp.runtime.httpguard",
+    "GuardedH11": "openapi2mcp.runtime.httpguard",
     "client_gone": "openapi2mcp.runtime.gone",
     "describe": "openapi2mcp.runtime.gone",
     "leaves": "openapi2mcp.runtime.gone",
@@ -60,6 +61,7 @@ __all__ = [
     "LOOPBACK",
     "SCOPES_VAR",
     "AuthOptions",
+    "GuardedH11",
     "HttpLimits",
     "HttpOptions",
     "Runtime",

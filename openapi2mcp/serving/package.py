@@ -113,6 +113,7 @@ def serve(
     if options.base_url:  # the flag and the variable are one setting; the flag wins
         env = {**env, BASE_URL_VAR: options.base_url}
     http = options.transport == "http"
+    env = _workers_key(options, env, prog)
     runtime = runtime_for(manifest, options, env)  # resolves the upstream settings: a missing variable raises
     if http:
         from openapi2mcp.runtime import auth_config, require_public_url, transport_security
@@ -148,7 +149,7 @@ def serve(
         anyio.run(runtime.aclose)  # each worker builds its own (workers.py)
         from openapi2mcp.serving.workers import serve_workers
 
-        serve_workers(manifest, options, env, runtime.signer.generated)
+        serve_workers(manifest, options, env)
         return
     app = http_app_for(runtime, options, env)
     anyio.run(lambda: _serve_uvicorn(app, options.host, options.port, options.log_level, options.http_limits))
@@ -183,6 +184,19 @@ async def _reach_state(runtime: Runtime, check: bool) -> str | None:
     finally:
         await runtime.state.aclose()  # its connections belong to this event loop, not the server's
     return None
+
+
+def _workers_key(options: RunOptions, env: Mapping[str, str], prog: str) -> Mapping[str, str]:
+    """`--workers N` without a signing key (and without --state, which needs one): one key for this run's workers."""
+    import secrets
+
+    from openapi2mcp.runtime.signing import SIGNING_KEY_VAR
+
+    if options.workers == 1 or env.get(SIGNING_KEY_VAR) or options.state:
+        return env
+    print(f"{prog}: note: {SIGNING_KEY_VAR} is not set: the {options.workers} workers share a key made for this run "
+          "(cursors and tokens do not survive a restart)", file=sys.stderr)
+    return {**env, SIGNING_KEY_VAR: secrets.token_urlsafe(32)}
 
 
 def _check_workers(options: RunOptions, runtime: Runtime) -> None:

@@ -10,8 +10,9 @@ and app, exactly as one process would (package.http_app_for).
 What the workers must share, and how:
 
 * **the signing key** (cursors, confirmations, dry-run tokens, idempotency keys): from
-  OPENAPI2MCP_SIGNING_KEY; when it is unset the parent makes one for this run and hands it to the
-  workers in their environment (so a cursor from one worker works on the next; not after a restart);
+  OPENAPI2MCP_SIGNING_KEY; when it is unset (and there is no --state, which needs it set) `serve`
+  makes one for this run and the workers get it in their environment (so a cursor from one
+  worker works on the next; not after a restart);
 * **the state** (rate limits, single-use confirmations and dry-run tokens, keyed results):
   `--state`, which serve requires when a tool needs it (package._check_workers);
 * **nothing else**: `--stateless` is required, because a 2025-11-25 session lives in the worker
@@ -22,13 +23,13 @@ from __future__ import annotations
 
 import os
 import pickle
-import secrets
 import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from openapi2mcp.runtime import GuardedH11
 from openapi2mcp.serving.options import RunOptions
 
 if TYPE_CHECKING:
@@ -37,12 +38,16 @@ if TYPE_CHECKING:
 WORKER_VAR: Final = "_OPENAPI2MCP_WORKER"  # internal: the parent's run file, for each worker (not a setting)
 
 
-def serve_workers(manifest: Manifest, options: RunOptions, env: Mapping[str, str], generated_key: bool) -> None:
+class WorkerH11(GuardedH11):
+    """The request deadlines of httpguard.py in a worker: uvicorn hands its protocol class to the workers by
+    import string, so it is this module's class, given this run's deadlines by `worker_app` before it serves."""
+
+
+def serve_workers(manifest: Manifest, options: RunOptions, env: Mapping[str, str]) -> None:
     """Supervise `options.workers` worker processes on one port until SIGTERM/SIGINT (uvicorn's Multiprocess)."""
     import uvicorn
 
     from openapi2mcp.runtime import uvicorn_settings
-    from openapi2mcp.runtime.signing import SIGNING_KEY_VAR
 
     folder = Path(tempfile.mkdtemp(prefix="openapi2mcp-workers-"))  # 0700: this user only
     try:
@@ -51,12 +56,11 @@ def serve_workers(manifest: Manifest, options: RunOptions, env: Mapping[str, str
             pickle.dump((manifest.to_json(), options), out)
         # the workers are spawned: they get this process's environment, which must hold `env`
         os.environ.update({k: v for k, v in env.items() if os.environ.get(k) != v})
-        if generated_key:
-            os.environ[SIGNING_KEY_VAR] = secrets.token_urlsafe(32)  # one key for this run's workers
         os.environ[WORKER_VAR] = str(run)
-        uvicorn.run("openapi2mcp.serving.workers:worker_app", factory=True, workers=options.workers,
-                    host=options.host, port=options.port, log_level=options.log_level.lower(), lifespan="on",
-                    timeout_graceful_shutdown=10, server_header=False, **uvicorn_settings(options.http_limits))
+        settings = {**uvicorn_settings(options.http_limits), "http": f"{__name__}:WorkerH11"}  # a class by name
+        uvicorn.run(f"{__name__}:worker_app", factory=True, workers=options.workers, host=options.host,
+                    port=options.port, log_level=options.log_level.lower(), lifespan="on",
+                    timeout_graceful_shutdown=10, server_header=False, **settings)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -70,6 +74,8 @@ def worker_app() -> Any:
     with open(os.environ[WORKER_VAR], "rb") as run:
         manifest_json, options = pickle.load(run)  # written by serve_workers, in a folder only this user reads
     configure_logging(options.log_level)
+    WorkerH11.header_timeout = options.http_limits.header_timeout
+    WorkerH11.body_timeout = options.http_limits.body_timeout
     env = dict(os.environ)
     manifest = Manifest.from_json(manifest_json)
     return http_app_for(runtime_for(manifest, options, env), options, env)
