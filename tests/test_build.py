@@ -317,7 +317,8 @@ def test_server_json_is_valid_for_the_registry(package: Path, redis_package: Pat
     dockerfile = (redis_package / "Dockerfile").read_text()
     assert 'io.modelcontextprotocol.server.name="io.github.acme/notes-mcp"' in dockerfile
     # the checker itself catches what the registry would refuse
-    assert registry_problems({**listed, "name": "notes-mcp"}) and registry_problems({**listed, "description": "x" * 101})
+    assert registry_problems({**listed, "name": "notes-mcp"})
+    assert registry_problems({**listed, "description": "x" * 101})
 
 
 def runtime_wheel_names(package: Path) -> list[str]:
