@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from openapi2mcp.runtime.http import http_app, serve_http, transport_security
     from openapi2mcp.runtime.httpguard import GuardedH11, uvicorn_settings
     from openapi2mcp.runtime.logs import configure_logging
+    from openapi2mcp.runtime.signing import SIGNING_KEY_VAR
     from openapi2mcp.runtime.stdio import serve_stdio
 
 # The server and its transports load on first use (start-up time): the CLI reads the option
@@ -34,6 +35,7 @@ _LAZY = {
     "require_public_url": "openapi2mcp.runtime.auth",
     "Runtime": "openapi2mcp.runtime.core",
     "configure_logging": "openapi2mcp.runtime.logs",
+    "SIGNING_KEY_VAR": "openapi2mcp.runtime.signing",
     "http_app": "openapi2mcp.runtime.http",
     "serve_http": "openapi2mcp.runtime.http",
     "serve_stdio": "openapi2mcp.runtime.stdio",
@@ -60,6 +62,7 @@ __all__ = [
     "LIMIT_FLAGS",
     "LOOPBACK",
     "SCOPES_VAR",
+    "SIGNING_KEY_VAR",
     "AuthOptions",
     "GuardedH11",
     "HttpLimits",

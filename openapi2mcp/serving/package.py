@@ -190,7 +190,7 @@ def _workers_key(options: RunOptions, env: Mapping[str, str], prog: str) -> Mapp
     """`--workers N` without a signing key (and without --state, which needs one): one key for this run's workers."""
     import secrets
 
-    from openapi2mcp.runtime.signing import SIGNING_KEY_VAR
+    from openapi2mcp.runtime import SIGNING_KEY_VAR
 
     if options.workers == 1 or env.get(SIGNING_KEY_VAR) or options.state:
         return env
