@@ -40,24 +40,68 @@ def redis_binary() -> tuple[str, dict[str, str]]:
     return path, {"LD_LIBRARY_PATH": str(libs[0])} if libs else {}
 
 
+def self_signed(folder: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key (the CA a TLS client is given), made with cryptography."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+            .sign(key, hashes.SHA256()))
+    cert_file, key_file = folder / "redis.crt", folder / "redis.key"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_file, key_file
+
+
 class RedisServer:
-    def __init__(self, folder: Path, password: str = PASSWORD) -> None:
+    def __init__(self, folder: Path, password: str = PASSWORD, *, tls: bool = False) -> None:
         self.folder = folder
         self.password = password
         self.port = free_port()
         self.binary, self.env = redis_binary()
         self.process: subprocess.Popen[bytes] | None = None
+        self.tls = self_signed(folder) if tls else None
 
     @property
     def url(self) -> str:
+        if self.tls:
+            return f"rediss://:{self.password}@127.0.0.1:{self.port}/0?ssl_ca_certs={self.tls[0]}"
         return f"redis://:{self.password}@127.0.0.1:{self.port}/0"
+
+    def _listen(self) -> list[str]:
+        if not self.tls:
+            return ["--port", str(self.port)]
+        cert, key = self.tls
+        return ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", str(cert), "--tls-key-file", str(key),
+                "--tls-ca-cert-file", str(cert), "--tls-auth-clients", "no"]
+
+    def _connect(self, timeout: float) -> socket.socket:
+        raw = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+        if not self.tls:
+            return raw
+        import ssl
+
+        return ssl.create_default_context(cafile=str(self.tls[0])).wrap_socket(raw, server_hostname="127.0.0.1")
 
     def start_again(self, timeout: float = 20) -> None:
         """Start (or restart) on the same port, with an empty data set."""
         assert self.process is None
         log = (self.folder / "redis.log").open("ab")
         self.process = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--requirepass", self.password,
+            [self.binary, *self._listen(), "--bind", "127.0.0.1", "--requirepass", self.password,
              "--save", "", "--appendonly", "no", "--dir", str(self.folder), "--protected-mode", "yes"],
             stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **self.env}, cwd=self.folder)
         deadline = time.monotonic() + timeout
@@ -71,7 +115,7 @@ class RedisServer:
     def ping(self) -> bool:
         """PING over a raw socket (AUTH first): the test's own view, not the client under test."""
         try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+            with self._connect(1) as s:
                 s.sendall(f"AUTH {self.password}\r\nPING\r\n".encode())
                 data = b""
                 while b"PONG" not in data and len(data) < 200:
@@ -87,7 +131,7 @@ class RedisServer:
         """One command's raw reply (e.g. FLUSHALL, DBSIZE), through redis-cli-free RESP."""
         request = "".join(f"${len(w.encode())}\r\n{w}\r\n" for w in ("AUTH", self.password))
         request = f"*2\r\n{request}" + f"*{len(words)}\r\n" + "".join(f"${len(w.encode())}\r\n{w}\r\n" for w in words)
-        with socket.create_connection(("127.0.0.1", self.port), timeout=2) as s:
+        with self._connect(2) as s:
             s.sendall(request.encode())
             time.sleep(0.05)
             return s.recv(65536).decode().split("\r\n", 1)[1]
@@ -104,8 +148,8 @@ class RedisServer:
 
 
 @contextlib.contextmanager
-def redis_server(folder: Path) -> Iterator[RedisServer]:
-    server = RedisServer(folder)
+def redis_server(folder: Path, *, tls: bool = False) -> Iterator[RedisServer]:
+    server = RedisServer(folder, tls=tls)
     server.start_again()
     try:
         yield server

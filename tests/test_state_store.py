@@ -147,6 +147,20 @@ async def test_a_wrong_password_is_unavailable_and_never_shown(redis: RedisServe
     await state.aclose()
 
 
+async def test_rediss_tls_with_a_password(tmp_path: Path) -> None:
+    """`rediss://` with the CA in the URL's ssl_ca_certs; a store whose certificate is not trusted is unavailable."""
+    with redis_server(tmp_path, tls=True) as server:
+        state = RedisState(server.url, "tls")
+        assert await state.claim("confirm", "over-tls", 60) and not await state.claim("confirm", "over-tls", 60)
+        await state.aclose()
+        untrusted = RedisState(server.url.split("?", 1)[0], "tls")  # the system's CAs: not this one
+        with pytest.raises(ToolFailure) as refused:
+            await untrusted.ping()
+        assert refused.value.error.code == ErrorCode.STATE_UNAVAILABLE and PASSWORD not in refused.value.error.message
+        assert "certificate" in refused.value.error.message.lower()
+        await untrusted.aclose()
+
+
 async def test_memory_state_keeps_claims_and_buckets_for_one_process() -> None:
     now = [100.0]
     memory = MemoryState(clock=lambda: now[0])
