@@ -340,10 +340,10 @@ def children(pid: int) -> list[int]:
 def test_workers_serve_one_port_and_share_the_state(redis: RedisServer, tmp_path: Path) -> None:
     redis.command("FLUSHALL")
     with Upstream.start("petstore", auth=f"bearer:{PET_TOKEN}") as up:
-        env = {"PETSTORE_URL": up.base_url, "PETSTORE_TOKEN": PET_TOKEN, "OPENAPI2MCP_STATE_URL": redis.url,
-               "OPENAPI2MCP_RATE_LIMIT": "6/min", "OPENAPI2MCP_SIGNING_KEY": KEY}
+        env = {"PETSTORE_URL": up.base_url, "PETSTORE_TOKEN": PET_TOKEN, "OPENAPI2MCP_RATE_LIMIT": "6/min",
+               "OPENAPI2MCP_SIGNING_KEY": KEY}
         args = [str(EXAMPLES / "petstore" / "openapi.yaml"), "--overlay", str(EXAMPLES / "petstore" /
-                "overlay-tasks.yaml"), "--stateless", "--workers", "2"]
+                "overlay-tasks.yaml"), "--stateless", "--workers", "2", "--state", redis.url]  # the flag, this time
         server = HttpServer.start(args, log_dir=tmp_path, env=env)
         try:
             deadline = time.monotonic() + 30
@@ -351,6 +351,12 @@ def test_workers_serve_one_port_and_share_the_state(redis: RedisServer, tmp_path
                 assert time.monotonic() < deadline, children(server.process.pid)
                 time.sleep(0.1)
             workers = children(server.process.pid)
+            environ = dict(item.split(b"=", 1) for item in Path(f"/proc/{workers[0]}/environ").read_bytes().split(
+                b"\0") if b"=" in item)
+            run_file = Path(environ[b"_OPENAPI2MCP_WORKER"].decode())  # what the workers read: no password in it
+            assert run_file.stat().st_mode & 0o077 == 0 or run_file.parent.stat().st_mode & 0o077 == 0
+            assert PASSWORD.encode() not in run_file.read_bytes() and environ[b"OPENAPI2MCP_STATE_URL"] == \
+                redis.url.encode()
 
             async def page_through() -> list[types.CallToolResult]:
                 out = []

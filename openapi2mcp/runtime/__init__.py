@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from openapi2mcp.runtime.httpguard import GuardedH11, uvicorn_settings
     from openapi2mcp.runtime.logs import configure_logging
     from openapi2mcp.runtime.signing import SIGNING_KEY_VAR
+    from openapi2mcp.runtime.state import STATE_URL_VAR
     from openapi2mcp.runtime.stdio import serve_stdio
 
 # The server and its transports load on first use (start-up time): the CLI reads the option
@@ -36,6 +37,7 @@ _LAZY = {
     "Runtime": "openapi2mcp.runtime.core",
     "configure_logging": "openapi2mcp.runtime.logs",
     "SIGNING_KEY_VAR": "openapi2mcp.runtime.signing",
+    "STATE_URL_VAR": "openapi2mcp.runtime.state",
     "http_app": "openapi2mcp.runtime.http",
     "serve_http": "openapi2mcp.runtime.http",
     "serve_stdio": "openapi2mcp.runtime.stdio",
@@ -63,6 +65,7 @@ __all__ = [
     "LOOPBACK",
     "SCOPES_VAR",
     "SIGNING_KEY_VAR",
+    "STATE_URL_VAR",
     "AuthOptions",
     "GuardedH11",
     "HttpLimits",

@@ -4,8 +4,9 @@ uvicorn's supervisor binds the port once, spawns N workers that accept on that s
 spreads connections between them), restarts a worker that dies and stops them all on SIGTERM or
 SIGINT. Each worker is a whole server: it imports `worker_app` (uvicorn's import string; a
 factory), reads what the parent resolved (the Manifest and the run options, pickled into a file
-in a private folder that only this user can read; no secret is in it) and builds its own Runtime
-and app, exactly as one process would (package.http_app_for).
+in a private folder that only this user can read; no secret is in it: the state URL, which may
+hold a password, and the signing key reach the workers in their environment) and builds its own
+Runtime and app, exactly as one process would (package.http_app_for).
 
 What the workers must share, and how:
 
@@ -21,6 +22,7 @@ What the workers must share, and how:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import shutil
@@ -47,15 +49,17 @@ def serve_workers(manifest: Manifest, options: RunOptions, env: Mapping[str, str
     """Supervise `options.workers` worker processes on one port until SIGTERM/SIGINT (uvicorn's Multiprocess)."""
     import uvicorn
 
-    from openapi2mcp.runtime import uvicorn_settings
+    from openapi2mcp.runtime import STATE_URL_VAR, uvicorn_settings
 
     folder = Path(tempfile.mkdtemp(prefix="openapi2mcp-workers-"))  # 0700: this user only
     try:
         run = folder / "run.pickle"
-        with run.open("wb") as out:
-            pickle.dump((manifest.to_json(), options), out)
+        with run.open("wb") as out:  # the state URL (it may hold a password) goes by environment, not on disk
+            pickle.dump((manifest.to_json(), dataclasses.replace(options, state=None)), out)
         # the workers are spawned: they get this process's environment, which must hold `env`
         os.environ.update({k: v for k, v in env.items() if os.environ.get(k) != v})
+        if options.state:
+            os.environ[STATE_URL_VAR] = options.state
         os.environ[WORKER_VAR] = str(run)
         settings = {**uvicorn_settings(options.http_limits), "http": f"{__name__}:WorkerH11"}  # a class by name
         uvicorn.run(f"{__name__}:worker_app", factory=True, workers=options.workers, host=options.host,
