@@ -41,7 +41,8 @@ from openapi2mcp.manifest import RateLimitSpec, describe_rate, parse_rate, parse
 from openapi2mcp.runtime import AuthOptions, Runtime, RuntimeOptions, auth_config, http_app, local_caller
 from openapi2mcp.runtime.access import Caller
 from openapi2mcp.runtime.auth import JwtVerifier, load_static_tokens
-from openapi2mcp.runtime.limits import RateLimiter, TokenBucket
+from openapi2mcp.runtime.limits import RateLimiter
+from openapi2mcp.runtime.state import MemoryState, TokenBucket
 from openapi2mcp.upstream import ConfigError
 from tests.e2e_support import LEGACY, MODERN, ROOT, HttpServer, child_env, cli, err, free_port, ok, running
 from tests.helpers import EXAMPLES, compile_text
@@ -171,39 +172,41 @@ def test_token_bucket_burst_refill_and_wait() -> None:
     assert bucket.wait(100.0) == 0.0 and bucket.tokens == 3.0
 
 
-def test_rate_limiter_takes_all_or_nothing_and_per_caller() -> None:
+@pytest.mark.anyio
+async def test_rate_limiter_takes_all_or_nothing_and_per_caller() -> None:
     clock = Clock()
     limiter = RateLimiter(RateLimitSpec(rate=1.0, burst=3),
                           {"t": RateLimitSpec(rate=0.5, burst=1, per_caller=True)}, clock=clock)
-    assert limiter.admit("t", "alice") is None
-    refused = limiter.admit("t", "alice")  # alice's own bucket for t is empty
+    assert await limiter.admit("t", "alice") is None
+    refused = await limiter.admit("t", "alice")  # alice's own bucket for t is empty
     assert refused is not None and refused.limit == "t" and refused.retry_after == pytest.approx(2.0)
     assert "t's limit is 30/min (burst 1, per caller)" in refused.message() and "retry in 2 s" in refused.message()
-    assert limiter.admit("t", "bob") is None  # bob has his own bucket; the server bucket is shared
-    assert limiter.admit("other", "carol") is None  # server bucket: 3 - alice - bob - carol = 0
-    server = limiter.admit("other", "carol")
+    assert await limiter.admit("t", "bob") is None  # bob has his own bucket; the server bucket is shared
+    assert await limiter.admit("other", "carol") is None  # server bucket: 3 - alice - bob - carol = 0
+    server = await limiter.admit("other", "carol")
     assert server is not None and server.limit == "server" and "this server's limit is 1/s" in server.message()
     # a refused call took nothing: after 1 s the server bucket has exactly one token again
     clock.now += 1.0
-    assert limiter.admit("t", "alice") is not None  # alice's t bucket needs 2 s; the server token stays
-    assert limiter.admit("other", "carol") is None
-    assert limiter.admit("other", "carol") is not None
+    assert await limiter.admit("t", "alice") is not None  # alice's t bucket needs 2 s; the server token stays
+    assert await limiter.admit("other", "carol") is None
+    assert await limiter.admit("other", "carol") is not None
     # a tool may be named "server": its bucket is its own, not the server's
     named = RateLimiter(RateLimitSpec(rate=1.0, burst=5), {"server": RateLimitSpec(rate=0.1, burst=1)}, clock=clock)
-    assert named.admit("server", "alice") is None
-    refused = named.admit("server", "alice")
+    assert await named.admit("server", "alice") is None
+    refused = await named.admit("server", "alice")
     assert refused is not None and refused.retry_after == pytest.approx(10.0)
 
 
-def test_rate_limiter_forgets_full_caller_buckets() -> None:
+@pytest.mark.anyio
+async def test_rate_limiter_forgets_full_caller_buckets() -> None:
     clock = Clock()
     limiter = RateLimiter(None, {"t": RateLimitSpec(rate=10.0, burst=1, per_caller=True)}, clock=clock,
                           max_caller_buckets=3)
     for n in range(3):
-        assert limiter.admit("t", f"c{n}") is None
+        assert await limiter.admit("t", f"c{n}") is None
     clock.now += 1.0  # all three are full again: forgotten when a fourth caller comes
-    assert limiter.admit("t", "c3") is None
-    assert len(limiter._buckets) == 1
+    assert await limiter.admit("t", "c3") is None
+    assert isinstance(limiter.state, MemoryState) and len(limiter.state.buckets) == 1
 
 
 def test_rates_and_rate_limits() -> None:

@@ -40,9 +40,11 @@ from openapi2mcp.build import build_package, client_config
 from openapi2mcp.build.build import environment_pins, environment_variables
 from openapi2mcp.build.runtime_dist import (
     LOADED_BY_LIBRARIES,
+    RUNTIME_EXTRAS,
     RUNTIME_MODULES,
     RUNTIME_REQUIRES,
     build_runtime_wheel,
+    runtime_extras,
     runtime_files,
     runtime_requires,
     tools_metadata,
@@ -95,7 +97,7 @@ def test_package_layout_and_provenance(package: Path, notes: Manifest) -> None:
     wheel = f"wheels/openapi2mcp_runtime-{__version__}-py3-none-any.whl"
     assert sorted(files) == sorted([
         ".dockerignore", "Dockerfile", "README.md", "pyproject.toml", "requirements.lock",
-        "k8s/deployment.yaml", "k8s/service.yaml", "k8s/hpa.yaml",
+        "k8s/deployment.yaml", "k8s/service.yaml", "k8s/hpa.yaml", "server.json",
         "src/notes_mcp/__init__.py", "src/notes_mcp/__main__.py", "src/notes_mcp/manifest.json",
         "src/notes_mcp/build.json", wheel,
     ])
@@ -212,6 +214,113 @@ def test_kubernetes(package: Path, notes: Manifest) -> None:
     assert "&id" not in (package / "k8s/deployment.yaml").read_text()
 
 
+# ============================================================================ replicas: Redis
+
+
+@pytest.fixture(scope="module")
+def redis_package(notes: Manifest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("build-redis") / "notes-mcp"
+    build_package(notes, out, lock="pins", extras=["redis"], mcp_name="io.github.acme/notes-mcp",
+                  image="ghcr.io/acme/notes-mcp", remote_url="https://mcp.example.com/mcp")
+    return out
+
+
+def test_redis_is_an_extra_included_when_asked(package: Path, redis_package: Path) -> None:
+    """`--with redis`: the package depends on openapi2mcp-runtime[redis], its lock pins redis-py, k8s/redis/."""
+    with zipfile.ZipFile(package / "wheels" / wheel_name()) as wheel:
+        meta = wheel.read(f"openapi2mcp_runtime-{__version__}.dist-info/METADATA").decode()
+    assert "Provides-Extra: redis" in meta and re.search(r'Requires-Dist: redis>=[0-9.]+; extra == "redis"', meta)
+    plain = (package / "pyproject.toml").read_text()
+    assert f'dependencies = ["openapi2mcp-runtime=={__version__}"]' in plain
+    assert not re.search(r"^redis==", (package / "requirements.lock").read_text(), re.M)
+    assert not (package / "k8s" / "redis").exists()
+    assert "OPENAPI2MCP_STATE_URL" not in (package / "k8s/deployment.yaml").read_text()
+    assert "--with redis" in (package / "README.md").read_text()  # says when Redis is needed, and how
+
+    assert f'dependencies = ["openapi2mcp-runtime[redis]=={__version__}"]' in (redis_package / "pyproject.toml"
+                                                                             ).read_text()
+    assert re.search(r"^redis==[0-9.]+$", (redis_package / "requirements.lock").read_text(), re.M)
+    info = json.loads((redis_package / "src/notes_mcp/build.json").read_text())
+    assert info["extras"] == ["redis"] and info["registry"]["name"] == "io.github.acme/notes-mcp"
+    deployment = yaml.safe_load((redis_package / "k8s/deployment.yaml").read_text())
+    env = {e["name"]: e for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["OPENAPI2MCP_STATE_URL"]["valueFrom"]["secretKeyRef"] == {
+        "name": "notes-mcp", "key": "OPENAPI2MCP_STATE_URL", "optional": True}  # in-cluster or external: a Secret
+    redis = {f.name: yaml.safe_load(f.read_text()) for f in sorted((redis_package / "k8s/redis").iterdir())}
+    assert sorted(redis) == ["deployment.yaml", "networkpolicy.yaml", "service.yaml"]
+    container = redis["deployment.yaml"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"][:2] == ["--requirepass", "$(REDIS_PASSWORD)"]
+    assert container["env"][0]["valueFrom"]["secretKeyRef"] == {"name": "notes-mcp", "key": "REDIS_PASSWORD"}
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert redis["service.yaml"]["metadata"]["name"] == "notes-mcp-redis"
+    ingress = redis["networkpolicy.yaml"]["spec"]["ingress"][0]
+    assert ingress["from"][0]["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "notes-mcp"}
+    readme = (redis_package / "README.md").read_text()
+    assert "redis://:$REDIS_PASSWORD@notes-mcp-redis:6379/0" in readme and "STATE_UNAVAILABLE" in readme
+    assert "kubectl apply -f k8s/redis/" in readme
+
+
+def test_unknown_extras_and_bad_registry_names_are_refused(notes: Manifest, tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="--with postgres: not an extra of openapi2mcp-runtime"):
+        build_package(notes, tmp_path / "a", lock="pins", extras=["postgres"])
+    for bad in ("notes-mcp", "io.github.acme/notes/mcp", "acme/notes"):
+        with pytest.raises(InputError, match="is not a registry name"):
+            build_package(notes, tmp_path / "a", lock="pins", mcp_name=bad)
+    with pytest.raises(InputError, match="is not an image repository"):
+        build_package(notes, tmp_path / "a", lock="pins", image="ghcr.io/acme/notes-mcp:1.0")
+    with pytest.raises(InputError, match="is not an https:// URL"):
+        build_package(notes, tmp_path / "a", lock="pins", remote_url="http://mcp.example.com/mcp")
+
+
+# ============================================================================ the MCP Registry
+
+
+SERVER_SCHEMA = Path(__file__).parent / "mcp-server.schema.json"  # the registry's schema 2025-12-11, as published
+
+
+def registry_problems(document: Any) -> list[str]:
+    from jsonschema import Draft7Validator, FormatChecker
+
+    schema = json.loads(SERVER_SCHEMA.read_text())
+    assert schema["$id"] == "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json"
+    validator = Draft7Validator(schema, format_checker=FormatChecker())
+    return [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(document)]
+
+
+def test_server_json_is_valid_for_the_registry(package: Path, redis_package: Path, notes: Manifest) -> None:
+    for built in (package, redis_package):
+        listing = json.loads((built / "server.json").read_text())
+        assert registry_problems(listing) == [], built
+        assert listing["$schema"] == json.loads(SERVER_SCHEMA.read_text())["$id"]
+        assert listing["version"] == "1.0.0" and len(listing["description"]) <= 100
+        (image,) = listing["packages"]
+        assert image["registryType"] == "oci" and image["transport"] == {"type": "stdio"}
+        inputs = {v["name"]: v for v in image["environmentVariables"]}
+        assert inputs["OPENAPI2MCP_TRANSPORT"]["value"] == "stdio"
+        token = inputs["NOTES_API_TOKEN"]
+        assert token["isSecret"] is True and "upstream auth" in token["description"]
+        meta = listing["_meta"]["io.modelcontextprotocol.registry/publisher-provided"]
+        assert meta == {"tool": "openapi2mcp", "version": __version__, "manifest": notes.content_hash}
+    plain = json.loads((package / "server.json").read_text())
+    assert plain["name"] == "io.modelcontextprotocol.anonymous/notes-mcp"  # no --mcp-name: the test namespace
+    assert plain["packages"][0]["identifier"] == "notes-mcp:1.0.0" and "remotes" not in plain
+    assert "anonymous test namespace" in (package / "README.md").read_text()
+    listed = json.loads((redis_package / "server.json").read_text())
+    assert listed["name"] == "io.github.acme/notes-mcp"
+    assert listed["packages"][0]["identifier"] == "ghcr.io/acme/notes-mcp:1.0.0"
+    assert listed["remotes"][0]["url"] == "https://mcp.example.com/mcp"
+    assert listed["remotes"][0]["headers"][0]["isSecret"] is True
+    # the ownership proofs the registry checks: the README's marker and the image's label, the same name
+    readme = (redis_package / "README.md").read_text()
+    assert re.search(r"^<!-- mcp-name: io\.github\.acme/notes-mcp -->$", readme, re.M)
+    assert "mcp-publisher publish" in readme
+    dockerfile = (redis_package / "Dockerfile").read_text()
+    assert 'io.modelcontextprotocol.server.name="io.github.acme/notes-mcp"' in dockerfile
+    # the checker itself catches what the registry would refuse
+    assert registry_problems({**listed, "name": "notes-mcp"})
+    assert registry_problems({**listed, "description": "x" * 101})
+
+
 def runtime_wheel_names(package: Path) -> list[str]:
     return zipfile.ZipFile(package / "wheels" / wheel_name()).namelist()
 
@@ -261,10 +370,15 @@ def test_runtime_requires_are_what_the_runtime_imports() -> None:
     third_party = imported - set(sys.stdlib_module_names) - {"openapi2mcp"}
     owners = metadata.packages_distributions()
     direct = {canonicalize_name(owners[m][0]) for m in third_party}
-    requires = runtime_requires(tools_metadata(ROOT / "openapi2mcp")[0])
-    closure, missing = environment_pins(requires)
+    declared = tools_metadata(ROOT / "openapi2mcp")[0]
+    requires = runtime_requires(declared)
+    extras = runtime_extras(declared)  # optional imports (redis-py for --state), each an extra of its own
+    assert set(extras) == set(RUNTIME_EXTRAS) and all(extras.values())
+    closure, missing = environment_pins([*requires, *(r for reqs in extras.values() for r in reqs)])
     assert not missing
     assert direct <= set(closure), sorted(direct - set(closure))
+    base, _ = environment_pins(requires)
+    assert not {name for names in RUNTIME_EXTRAS.values() for name in names} & set(base)  # optional, really
     unused = set(RUNTIME_REQUIRES) - direct - set(LOADED_BY_LIBRARIES)
     assert not unused, sorted(unused)  # no dependency for nothing
     assert not set(COMPILE_SIDE_DISTRIBUTIONS) & set(closure)
@@ -377,8 +491,11 @@ def _wheelhouse(lock: Path) -> Path:
 @pytest.fixture(scope="module")
 def installed(package: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv with the package's wheel installed from local wheels only; its bin/ folder."""
+    return _install(package, tmp_path_factory.mktemp("installed"))
+
+
+def _install(package: Path, work: Path) -> Path:
     house = _wheelhouse(package / "requirements.lock")
-    work = tmp_path_factory.mktemp("installed")
     venv = work / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", venv])
     pip: list[str | Path] = [sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "--quiet",
@@ -449,6 +566,30 @@ def test_installed_package_is_standalone(installed: Path, tmp_path: Path) -> Non
     check = subprocess.run([installed / "notes-mcp", "--check"], capture_output=True, text=True,
                            env=_env(NOTES_API_URL="not a url"))
     assert check.returncode == 2 and "NOTES_API_URL" in check.stderr + check.stdout
+
+
+@pytest.mark.slow
+def test_installed_package_with_redis_reaches_its_state(
+    installed: Path, redis_package: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A package built --with redis serves --state; one built without says what to install."""
+    from tests.redis_support import PASSWORD, redis_server
+
+    with_redis = _install(redis_package, tmp_path_factory.mktemp("installed-redis"))
+    key = {"OPENAPI2MCP_SIGNING_KEY": "k" * 40, "NOTES_API_URL": "http://127.0.0.1:9/api"}
+    with redis_server(tmp_path_factory.mktemp("redis")) as redis:
+        check = subprocess.run([with_redis / "notes-mcp", "--check"], capture_output=True, text=True,
+                               env=_env(OPENAPI2MCP_STATE_URL=redis.url, **key))
+        assert check.returncode == 0, check.stderr
+        assert f"state redis://127.0.0.1:{redis.port}/0" in check.stderr and PASSWORD not in check.stderr
+        plain = subprocess.run([installed / "notes-mcp", "--check"], capture_output=True, text=True,
+                               env=_env(OPENAPI2MCP_STATE_URL=redis.url, **key))
+        assert plain.returncode == 2 and "openapi2mcp-runtime[redis]" in plain.stderr and "--with redis" in plain.stderr
+        assert PASSWORD not in plain.stderr
+        redis.stop()
+        down = subprocess.run([with_redis / "notes-mcp", "--check"], capture_output=True, text=True,
+                              env=_env(OPENAPI2MCP_STATE_URL=redis.url, **key))
+        assert down.returncode == 2 and "cannot be reached" in down.stderr and PASSWORD not in down.stderr
 
 
 RUNTIME_API_SCRIPT = """

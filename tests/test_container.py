@@ -118,6 +118,8 @@ def test_image_labels_and_user(image: str) -> None:
     assert labels["io.openapi2mcp.version"] == __version__
     assert labels["org.opencontainers.image.title"] == "notes-mcp"
     assert labels["io.openapi2mcp.spec.sha256"].startswith("openapi.yaml=sha256:")
+    # the MCP Registry's proof that the image is the listed server: the same name as server.json's
+    assert labels["io.modelcontextprotocol.server.name"] == "io.modelcontextprotocol.anonymous/notes-mcp"
     assert config["User"] == "10001:10001"
     health = data.get("Healthcheck") or config.get("Healthcheck") or {}
     assert "/healthz" in " ".join(health.get("Test", []))

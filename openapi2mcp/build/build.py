@@ -10,7 +10,8 @@ writes a normal Python project that runs without the spec or the compiler:
     wheels/                   the openapi2mcp-runtime wheel (runtime_dist.py; not on PyPI)
     src/notes_mcp/            __init__.py, __main__.py, manifest.json (frozen), build.json (provenance)
     Dockerfile, .dockerignore dependency layer, then code layer; non-root; HTTP with auth; HEALTHCHECK
-    k8s/                      Deployment + Service + HorizontalPodAutoscaler
+    k8s/                      Deployment + Service + HorizontalPodAutoscaler (+ k8s/redis/ with --with redis)
+    server.json               the MCP Registry listing (registry.py); the README's mcp-name, the image's label
 
 The package's command is `openapi2mcp.serving.run`: run-time modules only, and the package
 installs only them and their libraries (openapi2mcp-runtime, not openapi2mcp-tools).
@@ -44,7 +45,8 @@ from typing import Any, Final, Literal
 from openapi2mcp import __version__
 from openapi2mcp.errors import InputError
 from openapi2mcp.manifest import VARIABLE, Manifest
-from openapi2mcp.build.runtime_dist import RUNTIME, build_runtime_wheel, check_runtime_wheel
+from openapi2mcp.build.registry import LABEL, check_remote, image_reference, registry_name, server_json
+from openapi2mcp.build.runtime_dist import RUNTIME, RUNTIME_EXTRAS, build_runtime_wheel, check_runtime_wheel
 from openapi2mcp.serving import options_markdown
 from openapi2mcp.upstream import SECRET_HEADER
 
@@ -161,12 +163,25 @@ def runtime_wheel(dest: Path, given: Path | None = None) -> Path:
     return target
 
 
-def _wheel_metadata(wheel: Path) -> tuple[list[str], str | None]:
-    """(Requires-Dist without extras, the Requires-Python floor) of a wheel."""
+def _wheel_metadata(wheel: Path, extras: Sequence[str] = ()) -> tuple[list[str], str | None]:
+    """(Requires-Dist of the base and of the chosen `extras`, without markers; the Requires-Python floor) of a wheel."""
+    from packaging.requirements import Requirement
+
     with zipfile.ZipFile(wheel) as z:
         name = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
         meta = HeaderParser().parsestr(z.read(name).decode("utf-8"))
-    requires = [r for r in meta.get_all("Requires-Dist") or [] if "extra ==" not in r]
+    requires = []
+    for line in meta.get_all("Requires-Dist") or []:
+        if "extra ==" not in line:
+            requires.append(line)
+            continue
+        requirement = Requirement(line)
+        if requirement.marker is not None and any(requirement.marker.evaluate({"extra": e}) for e in extras):
+            requirement.marker = None
+            requires.append(str(requirement))
+    missing = sorted(set(extras) - set(meta.get_all("Provides-Extra") or []))
+    if missing:
+        raise InputError.at(f"the runtime wheel {wheel.name} has no extra {', '.join(missing)}")
     floor = re.search(r">=\s*([0-9]+\.[0-9]+)", meta.get("Requires-Python") or "")
     return requires, floor.group(1) if floor else None
 
@@ -238,9 +253,9 @@ def _lock_header(name: str, how: str, hashes: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def make_lock(name: str, wheel: Path, method: LockMethod, warnings: list[str]) -> _Lock:
+def make_lock(name: str, wheel: Path, method: LockMethod, warnings: list[str], extras: Sequence[str] = ()) -> _Lock:
     """requirements.lock: uv-compiled with hashes (universal) when possible, else environment pins."""
-    requires, floor = _wheel_metadata(wheel)
+    requires, floor = _wheel_metadata(wheel, extras)
     pins, missing = environment_pins(requires)
     if missing:
         warnings.append("not installed here, so not pinned: " + ", ".join(missing))
@@ -399,6 +414,19 @@ class _Plan:
     base_image: str
     wheel: Path
     lock: _Lock
+    extras: tuple[str, ...] = ()  # the runtime's extras the package installs (`--with redis`)
+    mcp_name: str = ""  # the registry name (registry.py)
+    image: str = ""  # the image repository the listing names
+    remote: str | None = None  # a deployed endpoint to list too
+
+    @property
+    def redis(self) -> bool:
+        return "redis" in self.extras
+
+    @property
+    def runtime_requirement(self) -> str:
+        extras = f"[{','.join(self.extras)}]" if self.extras else ""
+        return f"{RUNTIME}{extras}=={__version__}"
 
     @property
     def title(self) -> str:
@@ -419,6 +447,7 @@ def _labels(plan: _Plan) -> str:
         ("io.openapi2mcp.manifest", m.content_hash),
         ("io.openapi2mcp.spec.sha256", " ".join(f"{s.name}=sha256:{s.sha256}" for s in specs)),
         ("io.openapi2mcp.overlays.sha256", " ".join(f"{s.name}=sha256:{s.sha256}" for s in overlays)),
+        (LABEL, plan.mcp_name),  # the MCP Registry checks it against server.json's name
     ]
     body = " \\\n      ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in pairs)
     return "LABEL " + body
@@ -439,6 +468,8 @@ def _build_record(plan: _Plan) -> dict[str, Any]:
         "base_image": plan.base_image,
         "lock": {"file": "requirements.lock", "method": plan.lock.method, "hashes": plan.lock.hashes},
         "wheel": {"file": f"wheels/{plan.wheel.name}", "sha256": _sha256(plan.wheel)},
+        "extras": list(plan.extras),
+        "registry": {"name": plan.mcp_name, "image": f"{plan.image}:{plan.version}", "remote": plan.remote},
     }
 
 
@@ -482,6 +513,14 @@ def _readme(plan: _Plan, env_vars: list[EnvVar]) -> str:
         "source_rows": "\n".join(sources),
         "lock_method": plan.lock.method,
         "server_options": options_markdown().rstrip("\n"),
+        "mcp_name": plan.mcp_name,
+        "image": f"{plan.image}:{plan.version}",
+        "runtime_requirement": plan.runtime_requirement,
+        "state": _fill(_template("README-redis.md.tmpl" if plan.redis else "README-state.md.tmpl"), {
+            "name": plan.name, "with_redis": "" if plan.redis else " --with redis"}),
+        "anonymous": ("" if not plan.mcp_name.startswith("io.modelcontextprotocol.anonymous/") else
+                      "\nThis build has no `--mcp-name`, so it is listed under the registry's anonymous test "
+                      "namespace, which only a local or test registry accepts: rebuild with your own name first.\n"),
     }
     return _fill(_template("README.md.tmpl"), values)
 
@@ -515,6 +554,8 @@ def _k8s(plan: _Plan, env_vars: list[EnvVar]) -> dict[str, str]:
         secret("OPENAPI2MCP_SIGNING_KEY"),
         secret("OPENAPI2MCP_AUTH_TOKENS"),
     ]
+    if plan.redis:  # the replicas' shared state: in-cluster Redis (k8s/redis/) or an external URL, in the Secret
+        env.append(secret("OPENAPI2MCP_STATE_URL", optional=True))
     for v in env_vars:
         env.append(secret(v.name, optional=not v.required) if v.secret else {"name": v.name, "value": v.default or ""})
     probe = {"httpGet": {"path": "/healthz", "port": "http"}}
@@ -568,10 +609,85 @@ def _k8s(plan: _Plan, env_vars: list[EnvVar]) -> dict[str, str]:
                          "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 70}}}],
         },
     }
-    return {
+    files = {
         "k8s/deployment.yaml": _yaml(header, deployment),
         "k8s/service.yaml": _yaml(header, service),
         "k8s/hpa.yaml": _yaml(header, hpa),
+    }
+    if plan.redis:
+        files.update(_k8s_redis(plan, labels))
+    return files
+
+
+REDIS_IMAGE: Final = "redis:7.4-alpine"
+
+
+def _k8s_redis(plan: _Plan, app_labels: Mapping[str, str]) -> dict[str, str]:
+    """k8s/redis/: one Redis for the replicas' shared state, password from the Secret, reachable by them only."""
+    name, redis = plan.name, f"{plan.name}-redis"
+    labels = {**app_labels, "app.kubernetes.io/name": redis, "app.kubernetes.io/component": "state",
+              "app.kubernetes.io/part-of": name}
+    select = {"app.kubernetes.io/name": redis}
+    header = (f"# {redis}: the shared state of {name}'s replicas (confirmations, dry-run tokens, rate limits, keyed "
+              f"results), generated by openapi2mcp {__version__}. Optional: `kubectl apply -f k8s/redis/` after "
+              "the Secret has REDIS_PASSWORD and OPENAPI2MCP_STATE_URL (README.md, Shared state).\n")
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": redis, "labels": labels},
+        "spec": {
+            "replicas": 1,  # one primary: the claims must be in one place
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": select},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "automountServiceAccountToken": False,
+                    "securityContext": {"runAsNonRoot": True, "runAsUser": 999, "runAsGroup": 1000, "fsGroup": 1000,
+                                        "seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [{
+                        "name": "redis",
+                        "image": REDIS_IMAGE,
+                        "args": ["--requirepass", "$(REDIS_PASSWORD)", "--appendonly", "yes", "--save", "",
+                                 "--maxmemory-policy", "noeviction"],
+                        "env": [{"name": "REDIS_PASSWORD",
+                                 "valueFrom": {"secretKeyRef": {"name": name, "key": "REDIS_PASSWORD"}}}],
+                        "ports": [{"name": "redis", "containerPort": 6379}],
+                        "readinessProbe": {"tcpSocket": {"port": "redis"}, "periodSeconds": 10},
+                        "livenessProbe": {"tcpSocket": {"port": "redis"}, "initialDelaySeconds": 10,
+                                          "periodSeconds": 20},
+                        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+                        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                            "capabilities": {"drop": ["ALL"]}},
+                        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                    }],
+                    # the append-only file survives a container restart; use a PersistentVolumeClaim for a pod's
+                    "volumes": [{"name": "data", "emptyDir": {}}],
+                },
+            },
+        },
+    }
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": redis, "labels": labels},
+        "spec": {"selector": select, "ports": [{"name": "redis", "port": 6379, "targetPort": "redis"}]},
+    }
+    policy = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": redis, "labels": labels},
+        "spec": {
+            "podSelector": {"matchLabels": select},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": name}}}],
+                         "ports": [{"port": 6379, "protocol": "TCP"}]}],
+        },
+    }
+    return {
+        "k8s/redis/deployment.yaml": _yaml(header, deployment),
+        "k8s/redis/service.yaml": _yaml(header, service),
+        "k8s/redis/networkpolicy.yaml": _yaml(header, policy),
     }
 
 
@@ -590,6 +706,7 @@ def render(plan: _Plan) -> dict[str, bytes]:
         "content_hash": m.content_hash,
         "base_image": plan.base_image,
         "labels": _labels(plan),
+        "runtime_requirement": plan.runtime_requirement,
     }
     src = f"src/{plan.module}"
     files = {
@@ -602,6 +719,10 @@ def render(plan: _Plan) -> dict[str, bytes]:
         f"{src}/__main__.py": _fill(_template("__main__.py.tmpl"), values),
         f"{src}/manifest.json": m.to_json(),
         f"{src}/build.json": _json(_build_record(plan)),
+        "server.json": _json(server_json(
+            name=plan.mcp_name, title=plan.title, version=plan.version, image=plan.image,
+            environment=[v.record() for v in env_vars], remote=plan.remote, auth_header=True,
+            content_hash=m.content_hash)),
         **_k8s(plan, env_vars),
     }
     return {path: text.replace("\r\n", "\n").encode("utf-8") for path, text in sorted(files.items())}
@@ -630,8 +751,16 @@ def build_package(
     base_image: str = DEFAULT_BASE_IMAGE,
     runtime_wheel_file: Path | None = None,
     lock: LockMethod = "auto",
+    extras: Sequence[str] = (),
+    mcp_name: str | None = None,
+    image: str | None = None,
+    remote_url: str | None = None,
 ) -> BuildResult:
-    """Write the package for `manifest` into `out` (replacing an earlier build there, nothing else)."""
+    """Write the package for `manifest` into `out` (replacing an earlier build there, nothing else).
+
+    `extras`: the runtime's extras to install (`redis`: redis-py for `--state`, and k8s/redis/);
+    `mcp_name`, `image`, `remote_url`: the MCP Registry listing (registry.py).
+    """
     if not manifest.content_hash:
         manifest = manifest.sealed()
     pkg = package_name(name) if name else default_name(manifest)
@@ -640,6 +769,14 @@ def build_package(
         raise InputError.at(f"--version {version!r} is not a PEP 440 release version (e.g. 1.2.0)")
     if not base_image.strip() or any(c.isspace() for c in base_image):
         raise InputError.at(f"--base-image {base_image!r} is not an image reference")
+    chosen = tuple(sorted(set(extras)))
+    unknown = sorted(set(chosen) - set(RUNTIME_EXTRAS))
+    if unknown:
+        raise InputError.at(f"--with {', '.join(unknown)}: not an extra of {RUNTIME}",
+                            hint="one of: " + ", ".join(sorted(RUNTIME_EXTRAS)))
+    listed = registry_name(mcp_name, pkg)
+    reference = image_reference(image, pkg)
+    remote = check_remote(remote_url)
     _check_out(out)
     warnings: list[str] = []
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -647,7 +784,7 @@ def build_package(
     try:
         wheel = runtime_wheel(staging / "wheels", runtime_wheel_file)
         plan = _Plan(manifest, pkg, _module_name(pkg), pkg_version, base_image, wheel,
-                     make_lock(pkg, wheel, lock, warnings))
+                     make_lock(pkg, wheel, lock, warnings, chosen), chosen, listed, reference, remote)
         for rel, data in render(plan).items():
             path = staging / rel
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,9 @@ A frozen package needs the runtime side of the pipeline (serving, runtime, upstr
 manifest, result, errors, testing) and none of the compile side, the CLI or the examples. This
 module writes that subset as a wheel of its own, from the files of the openapi2mcp that is running
 (a source checkout or a pip-installed openapi2mcp-tools: the same files, the same bytes), with the
-Requires-Dist of openapi2mcp-tools narrowed to `RUNTIME_REQUIRES`. openapi2mcp-tools keeps
+Requires-Dist of openapi2mcp-tools narrowed to `RUNTIME_REQUIRES`, and the extras of
+`RUNTIME_EXTRAS` (`openapi2mcp-runtime[redis]`: redis-py for `--state`) as openapi2mcp-tools
+declares them. openapi2mcp-tools keeps
 shipping everything; `openapi2mcp-runtime` is its run-time half under another name, for package
 environments and images (docs/build.md, "The runtime distribution", says why a second
 distribution and not extras).
@@ -22,7 +24,7 @@ import io
 import re
 import tomllib
 import zipfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from email.parser import HeaderParser
 from pathlib import Path
 from typing import Final
@@ -42,6 +44,10 @@ RUNTIME_MODULES: Final = ("errors", "manifest", "result", "runtime", "serving", 
 RUNTIME_REQUIRES: Final = ("httpx2", "jmespath", "jsonschema", "mcp", "pydantic", "pyjwt", "pyyaml",
                            "rfc3339-validator", "starlette", "uvicorn")
 LOADED_BY_LIBRARIES: Final = {"rfc3339-validator": "jsonschema, for the date-time format check"}  # never imported by us
+
+# openapi2mcp-tools' extras that the runtime offers too, with their own dependencies (optional
+# imports: the run-time modules load them only when the feature is used, e.g. `--state redis://`).
+RUNTIME_EXTRAS: Final = {"redis": ("redis",)}
 
 _EPOCH: Final = (1980, 1, 1, 0, 0, 0)  # the earliest time a zip entry can carry
 
@@ -66,7 +72,7 @@ def runtime_files(source: Path) -> list[tuple[str, Path]]:
 
 
 def tools_metadata(source: Path) -> tuple[list[str], str]:
-    """(Requires-Dist, Requires-Python) of the openapi2mcp-tools these files belong to.
+    """(Requires-Dist, Requires-Python) of the openapi2mcp-tools these files belong to, extras' with their marker.
 
     A source checkout: its pyproject.toml. An installed (or unpacked) wheel: the
     openapi2mcp_tools-<version>.dist-info beside the `openapi2mcp` folder.
@@ -75,12 +81,13 @@ def tools_metadata(source: Path) -> tuple[list[str], str]:
     if project.is_file():
         data = tomllib.loads(project.read_text(encoding="utf-8")).get("project", {})
         if data.get("name") == TOOLS:
-            return list(data.get("dependencies", [])), str(data.get("requires-python", ""))
+            extras = [f'{r}; extra == "{name}"' for name, reqs in data.get("optional-dependencies", {}).items()
+                      for r in reqs]
+            return [*data.get("dependencies", []), *extras], str(data.get("requires-python", ""))
     record = source.parent / f"openapi2mcp_tools-{__version__}.dist-info" / "METADATA"
     if record.is_file():
         meta = HeaderParser().parsestr(record.read_text(encoding="utf-8"))
-        requires = [r for r in meta.get_all("Requires-Dist") or [] if "extra ==" not in r]
-        return requires, str(meta.get("Requires-Python") or "")
+        return list(meta.get_all("Requires-Dist") or []), str(meta.get("Requires-Python") or "")
     raise InputError.at(
         f"cannot tell the dependencies of the openapi2mcp at {source}: no pyproject.toml of {TOOLS} beside it "
         f"and no {record.parent.name}",
@@ -104,7 +111,28 @@ def runtime_requires(tools_requires: Iterable[str]) -> list[str]:
     return [picked[name] for name in sorted(picked)]
 
 
-def metadata_text(requires: Sequence[str], requires_python: str, version: str = __version__) -> str:
+def runtime_extras(tools_requires: Iterable[str]) -> dict[str, list[str]]:
+    """Each of RUNTIME_EXTRAS -> its requirements as openapi2mcp-tools declares them (without the marker)."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    found: dict[str, dict[str, str]] = {extra: {} for extra in RUNTIME_EXTRAS}
+    for requirement in map(Requirement, tools_requires):
+        marker, requirement.marker = requirement.marker, None
+        requirement.name = canonicalize_name(requirement.name)
+        for extra, names in RUNTIME_EXTRAS.items():
+            if marker is not None and marker.evaluate({"extra": extra}) and not marker.evaluate({"extra": ""}) \
+                    and requirement.name in names:
+                found[extra][requirement.name] = str(requirement)
+    for extra, names in RUNTIME_EXTRAS.items():
+        missing = sorted(set(names) - set(found[extra]))
+        if missing:
+            raise InputError.at(f"{TOOLS} {__version__} does not declare {', '.join(missing)} in its [{extra}] extra")
+    return {extra: [reqs[name] for name in sorted(reqs)] for extra, reqs in sorted(found.items())}
+
+
+def metadata_text(requires: Sequence[str], requires_python: str, version: str = __version__,
+                  extras: Mapping[str, Sequence[str]] | None = None) -> str:
     lines = [
         "Metadata-Version: 2.1",
         f"Name: {RUNTIME}",
@@ -113,6 +141,8 @@ def metadata_text(requires: Sequence[str], requires_python: str, version: str = 
         "License: Apache-2.0",
         *([f"Requires-Python: {requires_python}"] if requires_python else []),
         *(f"Requires-Dist: {r}" for r in requires),
+        *(f"Provides-Extra: {extra}" for extra in sorted(extras or {})),
+        *(f'Requires-Dist: {r}; extra == "{extra}"' for extra, reqs in sorted((extras or {}).items()) for r in reqs),
         "",
         f"The run-time modules of {TOOLS} {version} (openapi2mcp.serving, runtime, upstream, shape,",
         "manifest, result, errors, testing), written by `openapi2mcp build` for a frozen server package.",
@@ -128,7 +158,8 @@ def build_runtime_wheel(dest: Path, source: Path | None = None) -> Path:
     requires, requires_python = tools_metadata(source)
     info = f"openapi2mcp_runtime-{__version__}.dist-info"
     files += [
-        (f"{info}/METADATA", metadata_text(runtime_requires(requires), requires_python).encode()),
+        (f"{info}/METADATA", metadata_text(runtime_requires(requires), requires_python,
+                                           extras=runtime_extras(requires)).encode()),
         (f"{info}/WHEEL", (f"Wheel-Version: 1.0\nGenerator: openapi2mcp build {__version__}\n"
                            "Root-Is-Purelib: true\nTag: py3-none-any\n").encode()),
     ]

@@ -474,13 +474,31 @@ def build(
         typer.Option(help="requirements.lock: uv (hashes, needs uv and the index), pins (installed versions), "
                      "auto (uv when installed)."),
     ] = LockChoice.auto,
+    with_extras: Annotated[
+        list[str] | None,
+        typer.Option("--with", help="An extra of openapi2mcp-runtime to install: redis (redis-py for --state, and "
+                     "k8s/redis/); repeatable."),
+    ] = None,
+    mcp_name: Annotated[
+        str | None,
+        typer.Option(help="The MCP Registry name (io.github.USER/NAME or com.example/NAME) in server.json, the "
+                     "README's mcp-name and the image label (default: the anonymous test namespace)."),
+    ] = None,
+    image: Annotated[
+        str | None,
+        typer.Option(help="The image repository server.json lists, e.g. ghcr.io/acme/notes-mcp (tag: the version; "
+                     "default: the package name)."),
+    ] = None,
+    remote_url: Annotated[
+        str | None, typer.Option(help="A deployed Streamable HTTP endpoint server.json lists too (https://...).")
+    ] = None,
     all_operations: AllOpsOpt = False,
     strict: StrictOpt = False,
     allow_remote_refs: RemoteOpt = None,
     ref_root: RefRootOpt = None,
     fetch_timeout: FetchTimeoutOpt = FETCH_TIMEOUT,
 ) -> None:
-    """Freeze the tools into a server package: pyproject, Manifest, lock, Dockerfile, k8s/ (see docs/build.md)."""
+    """Freeze the tools into a server package: pyproject, Manifest, lock, Dockerfile, k8s/, server.json (build.md)."""
 
     def run() -> None:
         import time
@@ -492,7 +510,8 @@ def build(
                                fetch_timeout)
         target = out or Path("dist") / (package_name(name) if name else default_name(m))
         result = build_package(m, target, name=name, version=version, base_image=base_image,
-                               runtime_wheel_file=runtime_wheel, lock=lock.value)
+                               runtime_wheel_file=runtime_wheel, lock=lock.value, extras=with_extras or (),
+                               mcp_name=mcp_name, image=image, remote_url=remote_url)
         for w in result.warnings:
             typer.echo(f"openapi2mcp: warning: {w}", err=True)
         typer.echo(f"wrote {target}: {result.name} {result.version}, {len(result.files)} files, "

@@ -21,8 +21,10 @@ if TYPE_CHECKING:
     from openapi2mcp.runtime.core import Runtime
     from openapi2mcp.runtime.gone import client_gone, describe, leaves
     from openapi2mcp.runtime.http import http_app, serve_http, transport_security
-    from openapi2mcp.runtime.httpguard import uvicorn_settings
+    from openapi2mcp.runtime.httpguard import GuardedH11, uvicorn_settings
     from openapi2mcp.runtime.logs import configure_logging
+    from openapi2mcp.runtime.signing import SIGNING_KEY_VAR
+    from openapi2mcp.runtime.state import STATE_URL_VAR
     from openapi2mcp.runtime.stdio import serve_stdio
     from openapi2mcp.runtime.tools import argument_error
 
@@ -35,11 +37,14 @@ _LAZY = {
     "require_public_url": "openapi2mcp.runtime.auth",
     "Runtime": "openapi2mcp.runtime.core",
     "configure_logging": "openapi2mcp.runtime.logs",
+    "SIGNING_KEY_VAR": "openapi2mcp.runtime.signing",
+    "STATE_URL_VAR": "openapi2mcp.runtime.state",
     "http_app": "openapi2mcp.runtime.http",
     "serve_http": "openapi2mcp.runtime.http",
     "serve_stdio": "openapi2mcp.runtime.stdio",
     "transport_security": "openapi2mcp.runtime.http",
     "uvicorn_settings": "openapi2mcp.runtime.httpguard",
+    "GuardedH11": "openapi2mcp.runtime.httpguard",
     "client_gone": "openapi2mcp.runtime.gone",
     "describe": "openapi2mcp.runtime.gone",
     "leaves": "openapi2mcp.runtime.gone",
@@ -61,7 +66,10 @@ __all__ = [
     "LIMIT_FLAGS",
     "LOOPBACK",
     "SCOPES_VAR",
+    "SIGNING_KEY_VAR",
+    "STATE_URL_VAR",
     "AuthOptions",
+    "GuardedH11",
     "HttpLimits",
     "HttpOptions",
     "Runtime",

@@ -50,7 +50,7 @@ class Admission:
         self.limiter = limiter
         self.policy = policy
 
-    def admit(self, tool: Tool, caller: Caller, pending: Pending | None = None) -> None:
+    async def admit(self, tool: Tool, caller: Caller, pending: Pending | None = None) -> None:
         """Step-up scope and rate limits, before anything else: a refused call sends nothing upstream.
 
         A `pending` charge (a call with a request state) is left to the gate.
@@ -64,11 +64,11 @@ class Admission:
                 f"{tool.spec.name} needs step-up authorization: the scope {needed[-1]}, which this caller lacks",
             )
         if pending is None or not pending.due:
-            self.charge(tool, caller)
+            await self.charge(tool, caller)
 
-    def charge(self, tool: Tool, caller: Caller) -> None:
+    async def charge(self, tool: Tool, caller: Caller) -> None:
         """One token from each bucket of this call, or RATE_LIMITED (retryable, with the wait)."""
-        refusal = self.limiter.admit(tool.spec.name, caller.id)
+        refusal = await self.limiter.admit(tool.spec.name, caller.id)
         if refusal is not None:
             raise ToolFailure.of(ErrorCode.RATE_LIMITED, refusal.message(), retryable=True,
                                  retry_after=refusal.retry_after)
@@ -92,14 +92,18 @@ class Admission:
         if dry:
             record.confirmation = "not_required"  # a dry run changes nothing; the real call is confirmed
         else:
+            token = None
             if branch.dry_run is not None and branch.dry_run.mode == "required":
-                self.policy.check_dry_run(spec, branch, arguments, caller)
+                token = self.policy.check_dry_run(spec, branch, arguments, caller)
+                await self.policy.spend_dry_run(spec, branch, token, claim=False)  # spent: refused before asking
             try:
                 await self.policy.confirm(spec, branch, arguments, caller, asker, record)
             finally:
                 if pending is not None and pending.due and record.confirmation in _ANSWERED:
                     pending.due = False  # the state was valid and is now spent: its first leg paid for this call
+            if token is not None:
+                await self.policy.spend_dry_run(spec, branch, token, claim=True)  # confirmed: now it is used
         if pending is not None and pending.due:
             pending.due = False
-            self.charge(tool, caller)  # a request state that answered nothing buys nothing
+            await self.charge(tool, caller)  # a request state that answered nothing buys nothing
         return Plan(tool=spec, branch=branch, caller=caller, record=record, headers=headers, dry_run=dry)

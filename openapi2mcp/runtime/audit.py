@@ -203,6 +203,7 @@ class AuditRecord:
     started: float = field(default_factory=time.monotonic)
     attempted: bool = False  # the attempt line is written
     repairs: dict[str, Any] | None = None  # repairs_summary of a result that was repaired to fit its schema
+    replayed: bool = False  # --state: the first result of this keyed write, returned again (nothing sent)
 
     def line(self, phase: Phase, outcome: str | None = None, error: str | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {"time": _now(), "event": self.event, "phase": phase, "traceId": self.trace_id,
@@ -219,6 +220,8 @@ class AuditRecord:
                        ms=int((time.monotonic() - self.started) * 1000))
             if self.repairs:
                 out["repairs"] = self.repairs
+            if self.replayed:
+                out["replayed"] = True
         return out
 
 

@@ -26,11 +26,13 @@ from mcp.shared.exceptions import MCPError
 
 from openapi2mcp import result as results
 from openapi2mcp.errors import ErrorCode, ToolError, ToolFailure
+from openapi2mcp.manifest import Branch
 from openapi2mcp.runtime.access import Caller, needs_step_up, visible
-from openapi2mcp.runtime.admission import Admission, Pending
+from openapi2mcp.runtime.admission import Admission, Pending, Plan
 from openapi2mcp.runtime.audit import AuditError, Auditor, AuditRecord, redact_arguments, repairs_summary
 from openapi2mcp.runtime.dryrun import dry_run
 from openapi2mcp.runtime.policy import Asker, InputRequired
+from openapi2mcp.runtime.state import KeyedResults
 from openapi2mcp.runtime.steps import Steps
 from openapi2mcp.runtime.tools import Tool, check_arguments, choose_branch
 from openapi2mcp.runtime.views import Views
@@ -55,8 +57,9 @@ class Calls:
     """Every tools/call of one Runtime; `repairs` counts the repaired values per tool (health)."""
 
     def __init__(self, views: Views, admission: Admission, steps: Steps, auditor: Auditor, redactor: Redactor, *,
-                 deadline: float) -> None:
+                 deadline: float, results: KeyedResults | None = None) -> None:
         self.deadline = deadline  # seconds a call may take (TimeoutSpec.total)
+        self.results = results  # --state: keyed writes' first results, for their retries (state.py)
         self.views = views
         self.admission = admission
         self.steps = steps
@@ -95,7 +98,8 @@ class Calls:
             return await self._call(tool, name, arguments, record, caller, asker, pending)
         finally:
             if pending.due:  # refused before its gate: charged like any call, when a token is there
-                self.admission.limiter.admit(name, caller.id)
+                with anyio.CancelScope(shield=True), contextlib.suppress(ToolFailure):  # a store that is down
+                    await self.admission.limiter.admit(name, caller.id)
 
     async def _call(
         self, tool: Tool, name: str, arguments: Mapping[str, Any] | None, record: AuditRecord, caller: Caller,
@@ -106,7 +110,7 @@ class Calls:
         started = time.monotonic()
         outcome = "ok"
         try:
-            self.admission.admit(tool, caller, pending)
+            await self.admission.admit(tool, caller, pending)
             out = await self._run(tool, dict(arguments or {}), record, caller=caller, asker=asker, pending=pending)
         except InputRequired:
             self._audit_denial(record, None, "input_required")
@@ -208,13 +212,38 @@ class Calls:
         check_arguments(tool.arguments, arguments, nulled)
         branch, arguments = choose_branch(tool, arguments)
         plan = await self.admission.gate(tool, branch, arguments, caller, asker, record, pending)  # before the deadline
+        key = record.idempotency_key if self.results is not None and not plan.dry_run else None
+        if key is None:
+            return await self._send(tool, branch, arguments, plan)
+        assert self.results is not None
+        first = await self.results.first(key, self.deadline)  # a retried keyed write: its first result
+        if first is not None:
+            first.meta = {**(first.meta or {}), results.TRACE_KEY: trace}
+            record.replayed = True
+            return first
+        try:
+            out = await self._send(tool, branch, arguments, plan)
+        except BaseException:
+            with anyio.CancelScope(shield=True), contextlib.suppress(ToolFailure):
+                await self.results.drop(key)  # failed: a retry runs it again
+            raise
+        try:
+            await (self.results.drop(key) if out.is_error else self.results.keep(key, out))
+        except ToolFailure as e:  # the store went away after the write: the result still goes to the client
+            log.warning("tool %s traceId %s: the result could not be kept for retries (%s)", tool.spec.name, trace,
+                        e.error.message)
+        return out
+
+    async def _send(self, tool: Tool, branch: Branch, arguments: dict[str, Any], plan: Plan) -> types.CallToolResult:
+        """The dry run, the pages or the steps of an admitted call, under the call's deadline."""
+        record = plan.record
         try:
             with anyio.fail_after(self.deadline):
                 if plan.dry_run:
                     return await dry_run(self.steps, self.admission.policy, tool, branch, arguments, plan)
                 if branch.key in tool.pagers:
                     shaped = await self.steps.run_pages(tool, branch, arguments, plan)
-                    return self.steps.success(tool, shaped, results.meta(trace, record.requests))
+                    return self.steps.success(tool, shaped, results.meta(record.trace_id, record.requests))
                 payload, last = await self.steps.run_steps(tool, branch, arguments, plan)
         except TimeoutError:
             raise ToolFailure.of(
@@ -223,7 +252,7 @@ class Calls:
                 "(a write may or may not have taken effect)",
                 retryable=True,
             ) from None
-        return self.steps.result(tool, branch, payload, last, results.meta(trace, record.requests))
+        return self.steps.result(tool, branch, payload, last, results.meta(record.trace_id, record.requests))
 
     def _audit_record(
         self, name: str, tool: Tool | None, arguments: Mapping[str, Any] | None, caller: Caller, trace: str

@@ -17,7 +17,9 @@ Policies worth knowing:
   CONFIGURATION_ERROR naming the variable) for introspection without credentials.
 * Tools with risk "forbidden" are never listed and calling one is exactly an unknown tool.
 * Flags win over the environment: `auto_approve` over OPENAPI2MCP_AUTO_APPROVE, `audit_log` over
-  OPENAPI2MCP_AUDIT_LOG; the signing key comes from OPENAPI2MCP_SIGNING_KEY, else is generated.
+  OPENAPI2MCP_AUDIT_LOG, `state` over OPENAPI2MCP_STATE_URL; the signing key comes from
+  OPENAPI2MCP_SIGNING_KEY, else is generated (a shared state needs a configured key: the
+  replicas' state is kept under a namespace derived from it).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from openapi2mcp.runtime.options import RuntimeOptions
 from openapi2mcp.runtime.policy import AUTO_APPROVE_VAR, Asker, Policy, parse_auto_approve
 from openapi2mcp.runtime.resources import Catalog
 from openapi2mcp.runtime.signing import SIGNING_KEY_VAR, Signer, SigningKeyError
+from openapi2mcp.runtime.state import STATE_URL_VAR, KeyedResults, MemoryState, State, StateError, open_state
 from openapi2mcp.runtime.steps import Steps
 from openapi2mcp.runtime.tools import Tool, compile_tools
 from openapi2mcp.runtime.views import Views
@@ -80,23 +83,26 @@ class Runtime:
                 "cursors are signed with a key generated at start-up: they stop working after a restart and are "
                 "refused by other replicas; set %s to share one key", SIGNING_KEY_VAR,
             )
+        # what outlives a call (state.py): this process's, or shared by every replica (--state)
+        self.state = _state(env, options.state, self.signer, manifest)
         # access (access.py, limits.py): the caller without a token, the per-scope-set lists, the buckets
         self.local = options.local or local_caller("memory")
         self.views = Views(self.tools, manifest.content_hash, options.page_size)
         self.limiter = RateLimiter(options.rate_limit or manifest.upstream.rate_limit,
-                                   {t.name: t.rate_limit for t in manifest.tools if t.rate_limit})
+                                   {t.name: t.rate_limit for t in manifest.tools if t.rate_limit}, state=self.state)
         self.catalog = Catalog(manifest, self.upstream, page_size=options.page_size,
                                max_binary_bytes=options.max_binary_bytes)
         self.catalog.limiter = self.limiter  # resource reads count against their tools' limits
         # safety (policy.py, audit.py): confirmation, dry run, idempotency, the audit log
-        self.policy = _policy(env, options.auto_approve, self.signer, self.upstream)
+        self.policy = _policy(env, options.auto_approve, self.signer, self.upstream, self.state)
         self.auditor = _auditor(env, options.audit_log)
         self.catalog.auditor = self.auditor
         self.catalog.caller_of = lambda ctx: caller_from_context(ctx, self.local)
         self._warn_of_safety()
         steps = Steps(self.upstream, self.auditor, self.catalog, max_binary_bytes=options.max_binary_bytes)
         self.calls = Calls(self.views, Admission(self.limiter, self.policy), steps, self.auditor,
-                           self.upstream.redactor, deadline=manifest.upstream.timeout.total)
+                           self.upstream.redactor, deadline=manifest.upstream.timeout.total,
+                           results=KeyedResults(self.state) if self.state.shared else None)
 
     def _warn_of_safety(self) -> None:
         if self.policy.auto_approve:
@@ -122,7 +128,8 @@ class Runtime:
         on the version they started with (their upstream client is closed with the Runtime).
         """
         fresh = Runtime(manifest, dataclasses.replace(self.options, signer=self.signer, local=self.local,
-                                                      audit_log=self.auditor.log, list_changed=False))
+                                                      audit_log=self.auditor.log, list_changed=False,
+                                                      state=self.state))  # spent confirmations stay spent
         changed = _changed(self, fresh)
         self.retired.append(self.upstream)
         for name, value in vars(fresh).items():
@@ -181,22 +188,47 @@ class Runtime:
         out: dict[str, Any] = {"status": "ok", "tools": len(self.tools), "manifest": self.manifest.content_hash}
         if self.repairs:  # values of upstream responses that did not fit the documented schema, per tool
             out["repairs"] = dict(self.repairs)
+        if self.state.shared:  # the store's last known condition; a store that is down does not fail the probe
+            out["state"] = {"store": self.state.describe(), "reachable": getattr(self.state, "healthy", True)}
         return out
+
+    async def check_state(self) -> None:
+        """Reach the shared state store once (`--check`, start-up): ToolFailure STATE_UNAVAILABLE when it cannot."""
+        await self.state.ping()
 
     async def aclose(self) -> None:
         for upstream in [*self.retired, self.upstream]:
             await upstream.aclose()
+        await self.state.aclose()
         self.auditor.close()
 
 
 def _policy(env: Mapping[str, str], auto_approve: str | Iterable[str] | None, signer: Signer,
-            upstream: Upstream) -> Policy:
+            upstream: Upstream, state: State) -> Policy:
     """Confirmation, dry run and idempotency (policy.py); the flag wins over the environment."""
     try:
         approved = parse_auto_approve(auto_approve if auto_approve is not None else env.get(AUTO_APPROVE_VAR))
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    return Policy(signer, approved, redactor=upstream.redactor)
+    return Policy(signer, approved, redactor=upstream.redactor, state=state)
+
+
+def _state(env: Mapping[str, str], given: State | str | None, signer: Signer, manifest: Manifest) -> State:
+    """The runtime's State: the one given, the store at the URL (flag, then OPENAPI2MCP_STATE_URL), or memory."""
+    if given is not None and not isinstance(given, str):
+        return given
+    url = given if given is not None else (env.get(STATE_URL_VAR, "").strip() or None)
+    if url is None:
+        return MemoryState()
+    if signer.generated:
+        raise ConfigError(f"--state / {STATE_URL_VAR} shares confirmations, dry-run tokens, rate limits and keyed "
+                          f"results between server processes, which must then also share one signing key: set "
+                          f"{SIGNING_KEY_VAR} (32+ characters, the same for every replica)")
+    namespace = signer.keyed_digest("state", manifest.server.name)[:16]  # one per server and key
+    try:
+        return open_state(url, namespace)
+    except StateError as e:
+        raise ConfigError(f"--state / {STATE_URL_VAR}: {e}") from None
 
 
 def _auditor(env: Mapping[str, str], audit_log: AuditLog | str | None) -> Auditor:

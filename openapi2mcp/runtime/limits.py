@@ -13,54 +13,26 @@ local user) its own bucket instead of one shared by everyone.
 
 Why not a library: `limits` has fixed and sliding windows but no token bucket with a burst, and
 `aiolimiter` is a leaky bucket whose `acquire()` waits for capacity; a server must refuse at
-once and say how long to wait. The bucket below is a few lines of arithmetic on a monotonic
-clock, exact, and tested with a fake clock. Buckets live in the process: replicas limit each
-on its own (N replicas allow N times the rate; divide the rate, or limit at the gateway).
+once and say how long to wait. The bucket is a few lines of arithmetic, exact, and tested with a
+fake clock. Where the buckets live is the runtime's `State` (state.py): in the process by
+default (replicas then limit each on its own: N replicas allow N times the rate), or in Redis
+with `--state`, where one Lua script takes from all of a call's buckets at once and every
+replica counts against the same buckets. A store that cannot be reached refuses the call
+(STATE_UNAVAILABLE, retryable): a limit that cannot be counted is not applied as N limits.
 
-Run-time module: imports only the Manifest types.
+Run-time module: imports only the Manifest types and the state.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
 
 from openapi2mcp.manifest import RateLimitSpec, describe_rate
-
-MAX_CALLER_BUCKETS: Final = 10_000
-
-
-class TokenBucket:
-    """`burst` tokens at most, refilled continuously at `rate` tokens a second."""
-
-    __slots__ = ("burst", "rate", "stamp", "tokens")
-
-    def __init__(self, rate: float, burst: int, now: float) -> None:
-        self.rate = rate
-        self.burst = float(burst)
-        self.tokens = float(burst)
-        self.stamp = now
-
-    def _refill(self, now: float) -> None:
-        if now > self.stamp:
-            self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
-            self.stamp = now
-
-    def wait(self, now: float) -> float:
-        """Seconds until one token is there (0.0: now)."""
-        self._refill(now)
-        return 0.0 if self.tokens >= 1.0 else (1.0 - self.tokens) / self.rate
-
-    def take(self, now: float) -> None:
-        self._refill(now)
-        self.tokens -= 1.0
-
-    def full(self, now: float) -> bool:
-        self._refill(now)
-        return self.tokens >= self.burst
+from openapi2mcp.runtime.state import MAX_BUCKETS, Bucket, MemoryState, State
 
 
 @dataclass(frozen=True)
@@ -79,57 +51,46 @@ class Refusal:
 
 
 class RateLimiter:
-    """The buckets of one runtime: the server's and each tool's, shared or per caller."""
+    """The buckets of one runtime: the server's and each tool's, shared or per caller, kept in `state`."""
 
     def __init__(
         self,
         server: RateLimitSpec | None,
         tools: Mapping[str, RateLimitSpec],
         *,
+        state: State | None = None,
         clock: Callable[[], float] = time.monotonic,
-        max_caller_buckets: int = MAX_CALLER_BUCKETS,
+        max_caller_buckets: int = MAX_BUCKETS,
     ) -> None:
         self.server = server
         self.tools = dict(tools)
-        self.clock = clock
-        self.max_caller_buckets = max_caller_buckets
-        self._buckets: dict[tuple[str, str], TokenBucket] = {}
+        self.state: State = state if state is not None else MemoryState(clock=clock, max_buckets=max_caller_buckets)
 
     @property
     def active(self) -> bool:
         return self.server is not None or bool(self.tools)
 
-    def _bucket(self, tool: str, spec: RateLimitSpec, caller: str, now: float) -> TokenBucket:
-        key = (tool, caller if spec.per_caller else "")  # tool "" is the server's (a tool may be named "server")
-        bucket = self._buckets.get(key)
-        if bucket is None:
-            if spec.per_caller and len(self._buckets) >= self.max_caller_buckets:
-                self._prune(now)
-            bucket = self._buckets[key] = TokenBucket(spec.rate, spec.burst, now)
-        return bucket
-
-    def _prune(self, now: float) -> None:
-        """Forget full buckets: a full bucket is the same as a new one."""
-        for key in [k for k, b in self._buckets.items() if b.full(now)]:
-            del self._buckets[key]
-
-    def admit(self, tool: str | Sequence[str], caller: str) -> Refusal | None:
+    async def admit(self, tool: str | Sequence[str], caller: str) -> Refusal | None:
         """Take a token from each bucket of this call, or take none and say how long to wait.
 
         `tool` is the tool called, or the tools whose buckets a resource read counts against
         (every tool on the resource's operation, docs/access.md); the server's bucket applies to both.
+        No bucket applies: the state is not asked (a call without limits never needs it).
         """
         tools = [tool] if isinstance(tool, str) else list(tool)
         limits = [("server", "", self.server), *((t, t, self.tools.get(t)) for t in tools)]
-        now = self.clock()
-        buckets = [(name, spec, self._bucket(key, spec, caller, now)) for name, key, spec in limits if spec is not None]
-        worst: Refusal | None = None
-        for name, spec, bucket in buckets:
-            wait = bucket.wait(now)
-            if wait > 0 and (worst is None or wait > worst.retry_after):
-                worst = Refusal(name, spec, math.ceil(wait * 1000) / 1000)
-        if worst is not None:
-            return worst
-        for _, _, bucket in buckets:
-            bucket.take(now)
-        return None
+        applied = [(name, spec, Bucket(_bucket_key(key, spec, caller), spec.rate, spec.burst))
+                   for name, key, spec in limits if spec is not None]
+        if not applied:
+            return None
+        waits = await self.state.take([bucket for _, _, bucket in applied])
+        if waits is None:
+            return None
+        worst = max(range(len(applied)), key=lambda i: waits[i])
+        name, spec, _ = applied[worst]
+        return Refusal(name, spec, math.ceil(waits[worst] * 1000) / 1000)
+
+
+def _bucket_key(tool_key: str, spec: RateLimitSpec, caller: str) -> str:
+    """`tool` ("" is the server's: a tool may be named "server") and, per caller, whose: JSON, never ambiguous."""
+    return json.dumps([tool_key, caller if spec.per_caller else ""], separators=(",", ":"))

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from openapi2mcp.runtime.audit import AuditLog
     from openapi2mcp.runtime.auth import AuthConfig
     from openapi2mcp.runtime.signing import Signer
+    from openapi2mcp.runtime.state import State
 
 
 ENV_PREFIX: Final = "OPENAPI2MCP_"
@@ -47,6 +48,7 @@ class RuntimeOptions:
     audit_log: AuditLog | str | None = None  # a path, "-" (stderr) or a log (None: OPENAPI2MCP_AUDIT_LOG)
     upstream_transport: httpx2.AsyncBaseTransport | None = None  # what sends upstream requests (None: the network)
     list_changed: bool = False  # serve --reload: declare listChanged, announce Runtime.reload (changes.py)
+    state: State | str | None = None  # shared state: redis://... or a State (None: OPENAPI2MCP_STATE_URL, else memory)
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,15 @@ Everything here decides from the Manifest (`Branch.confirmation`, `dry_run`, `id
   saying what the call would do; decline and cancel give CONFIRMATION_DECLINED. No upstream
   request is made before the answer.
 * **Request state** (2026-07-28) is a token of signing.py (purpose `confirm`), bound to the tool,
-  the branch, the arguments and the caller, valid `CONFIRM_TTL` seconds, and accepted once per
-  server process. Any replica with the same `OPENAPI2MCP_SIGNING_KEY` accepts it, so it works
+  the branch, the arguments and the caller, valid `CONFIRM_TTL` seconds, and accepted once: the
+  runtime's `State` (state.py) claims its nonce, in this process, or with `--state` in Redis for
+  every replica. Any replica with the same `OPENAPI2MCP_SIGNING_KEY` accepts it, so it works
   across replicas and stateless HTTP. A state that fails any check is refused like the SDK's
   `RequestStateBoundary` refuses one: JSON-RPC -32602 "Invalid or expired requestState" (and an
   audit line). The state is signed, not encrypted; it holds digests and a nonce, nothing secret.
-* **Dry-run tokens** (purpose `dry-run`): bound the same way, valid `DryRunSpec.token_ttl`.
+* **Dry-run tokens** (purpose `dry-run`): bound the same way, valid `DryRunSpec.token_ttl`, with a
+  nonce. In one process a token may be used again within its life; with a shared state
+  (`--state`) it is single-use across replicas, spent once the real call is confirmed.
 * **Idempotency keys**: an HMAC (purpose `idempotency`) of tool, branch, arguments and caller:
   the same call gives the same key on every replica, so a retried create is one object.
 """
@@ -51,6 +54,7 @@ from openapi2mcp.runtime.access import Caller
 from openapi2mcp.runtime.audit import AuditRecord, redact_arguments
 from openapi2mcp.runtime.display import Shown, show, show_text
 from openapi2mcp.runtime.signing import Signer, TokenError, digest
+from openapi2mcp.runtime.state import MemoryState, State
 from openapi2mcp.upstream import SECRET_HEADER, EncodedBody, Prepared, Redactor, is_json_media
 
 AUTO_APPROVE_VAR: Final = "OPENAPI2MCP_AUTO_APPROVE"
@@ -157,13 +161,14 @@ def invalid_state() -> MCPError:
 
 
 class Policy:
-    """One per Runtime: the signer (shared key across replicas), the auto-approved risks, spent states."""
+    """One per Runtime: the signer (shared key across replicas), the auto-approved risks, the state of spent tokens."""
 
-    def __init__(self, signer: Signer, auto_approve: Iterable[str] = (), *, redactor: Redactor | None = None) -> None:
+    def __init__(self, signer: Signer, auto_approve: Iterable[str] = (), *, redactor: Redactor | None = None,
+                 state: State | None = None) -> None:
         self.signer = signer
         self.auto_approve = frozenset(auto_approve)
         self.redactor = redactor or Redactor(set())
-        self._spent: dict[str, float] = {}  # request-state nonces used on this process -> expiry
+        self.state: State = state if state is not None else MemoryState()  # spent request states (and tokens)
 
     # -------------------------------------------------------------- bindings
 
@@ -180,13 +185,20 @@ class Policy:
         self, tool: ToolSpec, branch: Branch, arguments: Mapping[str, Any], caller: Caller
     ) -> tuple[str, str]:
         """A token for the real call, and when it expires (RFC 3339)."""
-        ttl = branch.dry_run.token_ttl if branch.dry_run else 900
-        token = self.signer.sign("dry-run", self._binding(tool, branch, arguments, caller), ttl=ttl)
+        ttl = self._dry_run_ttl(branch)
+        data = {**self._binding(tool, branch, arguments, caller), "n": secrets.token_urlsafe(12)}
+        token = self.signer.sign("dry-run", data, ttl=ttl)
         expires = datetime.fromtimestamp(int(self.signer.clock() + ttl), UTC).isoformat().replace("+00:00", "Z")
         return token, expires
 
-    def check_dry_run(self, tool: ToolSpec, branch: Branch, arguments: Mapping[str, Any], caller: Caller) -> None:
-        """A real call of a `dry_run: required` branch: DRY_RUN_REQUIRED unless its token matches."""
+    @staticmethod
+    def _dry_run_ttl(branch: Branch) -> int:
+        return branch.dry_run.token_ttl if branch.dry_run else 900
+
+    def check_dry_run(
+        self, tool: ToolSpec, branch: Branch, arguments: Mapping[str, Any], caller: Caller
+    ) -> dict[str, Any]:
+        """A real call of a `dry_run: required` branch: its token's data, or DRY_RUN_REQUIRED unless it matches."""
         token = arguments.get(DRY_RUN_TOKEN_ARG)
         first = f"call {tool.name} with dryRun: true and these arguments first, then pass its dryRunToken"
         if not isinstance(token, str) or not token:
@@ -202,6 +214,26 @@ class Policy:
                           ("c", "another caller")):
             if data.get(key) != expected[key]:
                 raise _dry_run_required(f"the dryRunToken was issued for {what}: {first}")
+        return data
+
+    async def spend_dry_run(self, tool: ToolSpec, branch: Branch, data: Mapping[str, Any], *, claim: bool) -> None:
+        """With a shared state a dry-run token is used once (across replicas): DRY_RUN_REQUIRED the second time.
+
+        `claim=False` only looks (before the user is asked: a spent token is refused without asking);
+        `claim=True` spends it, atomically, once the call may go ahead.
+        """
+        if not self.state.shared:
+            return  # one process: reusable within its life, as documented (docs/safety.md)
+        nonce = data.get("n")
+        ident = nonce if isinstance(nonce, str) else digest(dict(data))  # a token from before nonces
+        if claim:
+            fresh = await self.state.claim("dry-run", ident, self._dry_run_ttl(branch))
+        else:
+            fresh = not await self.state.claimed("dry-run", ident)
+        if not fresh:
+            raise _dry_run_required(
+                f"that dryRunToken was already used for a real call (each one is good for one call): call "
+                f"{tool.name} with dryRun: true and these arguments again, then pass its new dryRunToken")
 
     # -------------------------------------------------------------- confirmation
 
@@ -224,7 +256,7 @@ class Policy:
         asker = asker or Asker()
         message = confirmation_text(tool, branch, arguments, self.redactor)
         if asker.request_state is not None:
-            answer = self._answer_from_state(tool, branch, arguments, caller, asker)
+            answer = await self._answer_from_state(tool, branch, arguments, caller, asker)
             record.confirmation = {"accept": "confirmed", "decline": "declined", "cancel": "cancelled"}.get(answer)
             return self._settle(answer, tool)
         if asker.modern and asker.can_elicit:
@@ -249,7 +281,7 @@ class Policy:
         record.confirmation = "unavailable"
         raise _confirmation_required(tool, branch, asker, message)
 
-    def _answer_from_state(
+    async def _answer_from_state(
         self, tool: ToolSpec, branch: Branch, arguments: Mapping[str, Any], caller: Caller, asker: Asker
     ) -> Answer:
         assert asker.request_state is not None
@@ -261,14 +293,11 @@ class Policy:
         nonce = data.get("n")
         if any(data.get(k) != v for k, v in expected.items()) or not isinstance(nonce, str):
             raise invalid_state()
-        now = self.signer.clock()
-        self._spent = {n: x for n, x in self._spent.items() if x > now} if len(self._spent) > 10_000 else self._spent
-        if nonce in self._spent:
-            raise invalid_state()  # one answer, one call (per process; see docs/safety.md)
         responses = asker.input_responses or {}
         if CONFIRM_KEY not in responses:
             raise invalid_state()
-        self._spent[nonce] = now + CONFIRM_TTL
+        if not await self.state.claim("confirm", nonce, CONFIRM_TTL):
+            raise invalid_state()  # one answer, one call (this process, or every replica with --state)
         return _answer_of(responses[CONFIRM_KEY])
 
     @staticmethod

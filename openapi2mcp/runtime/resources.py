@@ -298,7 +298,7 @@ class Catalog:
         if found is None or not self._allowed("resources", found[0].spec.name, caller):
             raise ToolFailure.of(ErrorCode.NOT_FOUND, self._no_match(uri, caller))  # hidden == absent
         res, values = found
-        refusal = self.limiter.admit(res.policy.tools, caller.id if caller else "")  # the tools' limits hold here too
+        refusal = await self.limiter.admit(res.policy.tools, caller.id if caller else "")  # the tools' limits too
         if refusal is not None:
             raise ToolFailure.of(ErrorCode.RATE_LIMITED, refusal.message(), retryable=True,
                                  retry_after=refusal.retry_after)

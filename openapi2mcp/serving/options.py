@@ -30,6 +30,7 @@ SECTIONS: Final = {
     "serving": "serving",
     "access": "access (docs/access.md)",
     "safety": "safety (docs/safety.md)",
+    "replicas": "replicas (docs/build.md#replicas-and-workers)",
     "limits": "HTTP limits (docs/access.md#http-transport-limits)",
 }
 
@@ -202,6 +203,17 @@ OPTIONS: Final[tuple[Option, ...]] = (
     Option("sse", "--sse", "OPENAPI2MCP_SSE", "switch",
            "HTTP: answer with SSE streams instead of JSON, so that 2025-11-25 clients can be asked to confirm "
            "(elicitation) mid-call.", example="yes", section="safety"),
+    Option("state", "--state", "OPENAPI2MCP_STATE_URL", "text",
+           "Share single-use confirmations and dry-run tokens, rate-limit buckets and the results of idempotent "
+           "writes with every replica through Redis: redis://[:password@]host[:port][/db], rediss:// for TLS, "
+           "unix:///path.sock; needs OPENAPI2MCP_SIGNING_KEY and redis-py (the [redis] extra). A password in it is "
+           "a secret: give it through the variable (it is never logged or shown).",
+           example="redis://127.0.0.1:6379/0", shown_default="off (each process keeps its own)", metavar="URL",
+           section="replicas"),
+    Option("workers", "--workers", "OPENAPI2MCP_WORKERS", "int",
+           "HTTP: serve with N processes on one port (the kernel spreads connections); needs --stateless (the "
+           "2026-07-28 era: a session would live in one process) and, when tools confirm, dry-run or are rate "
+           "limited, --state.", example="2", default=1, bounds=(1, 256), metavar="N", section="replicas"),
     *(_limit(*limit) for limit in LIMIT_FLAGS),
 )
 
@@ -250,6 +262,8 @@ class RunOptions:
     audit_log: str | None = None
     sse: bool = False  # HTTP: SSE answers, so 2025-11-25 clients can be asked mid-call
     reload: bool = False  # serve SPEC --reload: recompile on edits (the compile side watches; see docs/authoring.md)
+    state: str | None = None  # the shared state store's URL (a secret when it holds a password)
+    workers: int = 1  # HTTP: processes on one port
     http_limits: HttpLimits = field(default_factory=HttpLimits)
 
 

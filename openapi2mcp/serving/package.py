@@ -124,37 +124,59 @@ def serve(
     if options.base_url:  # the flag and the variable are one setting; the flag wins
         env = {**env, BASE_URL_VAR: options.base_url}
     http = options.transport == "http"
-    runtime = _runtime(manifest, options, env)  # resolves the upstream settings: a missing variable raises
+    env = _workers_key(options, env, prog)
+    runtime = runtime_for(manifest, options, env)  # resolves the upstream settings: a missing variable raises
     if http:
-        from openapi2mcp.runtime import HttpOptions, auth_config, http_app, require_public_url, transport_security
+        from openapi2mcp.runtime import auth_config, require_public_url, transport_security
 
-        limits = options.http_limits
         security = transport_security(options.host, options.allowed_hosts, options.allowed_origins)  # a non-loopback
         auth = auth_config(auth_options(options), host=options.host, environ=env)  # ... bind needs hosts and auth
         require_public_url(auth, host_checked=security.enable_dns_rebinding_protection)
+    _check_workers(options, runtime)
     notice = relative_server_notice(manifest.upstream, runtime.upstream.settings.base_url)
     if notice:
         print(f"{prog}: note: {notice}", file=sys.stderr)
     listed = len(runtime.tool_names)
+    reached = anyio.run(_reach_state, runtime, check)  # the store's first answer (its client closes again)
     if check:
         anyio.run(runtime.aclose)
-        print(f"{prog}: configuration ok ({listed} tool(s), transport {options.transport})", file=sys.stderr)
+        print(f"{prog}: configuration ok ({listed} tool(s), transport {options.transport}"
+              f"{', state ' + runtime.state.describe() if runtime.state.shared else ''})", file=sys.stderr)
         return
+    if reached:
+        print(f"{prog}: note: {reached}", file=sys.stderr)
     if not http:
         from openapi2mcp.runtime import serve_stdio
 
         anyio.run(_alongside, serve_stdio(runtime), beside, runtime)
         return
+    where = f"[{options.host}]" if ":" in options.host else options.host
+    shared = f"; state: {runtime.state.describe()}" if runtime.state.shared else ""
+    workers = f" with {options.workers} workers" if options.workers > 1 else ""
+    print(f"{prog}: serving {listed} tool(s) at http://{where}:{options.port}{options.path}{workers} "
+          f"(auth: {auth.describe()}{'' if auth.enabled else '; anonymous callers have ' + runtime.local.describe()}"
+          f"{shared})", file=sys.stderr)
+    if options.workers > 1:
+        anyio.run(runtime.aclose)  # each worker builds its own (workers.py)
+        from openapi2mcp.serving.workers import serve_workers
+
+        serve_workers(manifest, options, env)
+        return
+    app = http_app_for(runtime, options, env)
+    anyio.run(_alongside, _serve_uvicorn(app, options.host, options.port, options.log_level, options.http_limits),
+              beside, runtime)
+
+
+def http_app_for(runtime: Runtime, options: RunOptions, env: Mapping[str, str]) -> ASGIApp:
+    """The Streamable HTTP app the run options describe (one process, or each worker of --workers)."""
+    from openapi2mcp.runtime import HttpOptions, auth_config, http_app
+
+    auth = auth_config(auth_options(options), host=options.host, environ=env)
     app: ASGIApp = http_app(runtime, HttpOptions(
         host=options.host, port=options.port, path=options.path, stateless=options.stateless,
         allowed_hosts=options.allowed_hosts, allowed_origins=options.allowed_origins, auth=auth,
-        no_auth=options.no_auth, json_response=not options.sse, limits=limits))
-    where = f"[{options.host}]" if ":" in options.host else options.host
-    print(f"{prog}: serving {listed} tool(s) at http://{where}:{options.port}{options.path} "
-          f"(auth: {auth.describe()}{'' if auth.enabled else '; anonymous callers have ' + runtime.local.describe()})",
-          file=sys.stderr)
-    anyio.run(_alongside, _serve_uvicorn(app, options.host, options.port, options.log_level, limits), beside,
-              runtime)
+        no_auth=options.no_auth, json_response=not options.sse, limits=options.http_limits))
+    return app
 
 
 async def _alongside(main: Awaitable[None], beside: Callable[[Runtime], Coroutine[Any, Any, None]] | None,
@@ -171,7 +193,72 @@ async def _alongside(main: Awaitable[None], beside: Callable[[Runtime], Coroutin
         group.cancel_scope.cancel()
 
 
-def _runtime(manifest: Manifest, options: RunOptions, env: Mapping[str, str]) -> Runtime:
+async def _reach_state(runtime: Runtime, check: bool) -> str | None:
+    """Ask a shared state store once: `--check` fails when it cannot answer; serving starts anyway (and says so)."""
+    from openapi2mcp.errors import ToolFailure
+    from openapi2mcp.upstream import ConfigError
+
+    if not runtime.state.shared:
+        return None
+    try:
+        await runtime.check_state()
+    except ToolFailure as e:
+        if check:
+            raise ConfigError(f"--state / OPENAPI2MCP_STATE_URL: {e.error.message.split('; nothing', 1)[0]}") from None
+        return (f"the state store {runtime.state.describe()} does not answer yet: calls that need shared state fail "
+                "with STATE_UNAVAILABLE (retryable) until it does")
+    finally:
+        await runtime.state.aclose()  # its connections belong to this event loop, not the server's
+    return None
+
+
+def _workers_key(options: RunOptions, env: Mapping[str, str], prog: str) -> Mapping[str, str]:
+    """`--workers N` without a signing key (and without --state, which needs one): one key for this run's workers."""
+    import secrets
+
+    from openapi2mcp.runtime import SIGNING_KEY_VAR
+
+    if options.workers == 1 or env.get(SIGNING_KEY_VAR) or options.state:
+        return env
+    print(f"{prog}: note: {SIGNING_KEY_VAR} is not set: the {options.workers} workers share a key made for this run "
+          "(cursors and tokens do not survive a restart)", file=sys.stderr)
+    return {**env, SIGNING_KEY_VAR: secrets.token_urlsafe(32)}
+
+
+def _check_workers(options: RunOptions, runtime: Runtime) -> None:
+    """`--workers N`: HTTP, stateless, and a shared state when anything would otherwise be per worker."""
+    from openapi2mcp.manifest import needs_confirmation
+    from openapi2mcp.upstream import ConfigError
+
+    if options.workers == 1:
+        return
+    if options.reload:
+        raise ConfigError(f"--workers {options.workers} cannot --reload: the workers would each serve the Manifest "
+                          "they started with; author with one process, then serve with workers")
+    if options.transport != "http":
+        raise ConfigError(f"--workers {options.workers} serves Streamable HTTP: add --transport http (stdio is one "
+                          "process per client)")
+    if not options.stateless:
+        raise ConfigError(
+            f"--workers {options.workers} needs --stateless: a 2025-11-25 session lives in the worker that opened it, "
+            "and the kernel hands each new connection to any worker. For sessions, run one worker per replica "
+            "behind a load balancer that keeps a session on its replica (sticky on Mcp-Session-Id)")
+    if runtime.state.shared:
+        return
+    branches = [(t, b) for t in runtime.manifest.tools if t.risk != "forbidden" for b in t.branches]
+    needs = []
+    if runtime.limiter.active:
+        needs.append("rate limits (each worker would allow the full rate)")
+    if any(needs_confirmation(b) and b.risk not in runtime.policy.auto_approve for _, b in branches):
+        needs.append("confirmations (an answered one could be replayed to another worker)")
+    if any(b.dry_run is not None and b.dry_run.mode == "required" for _, b in branches):
+        needs.append("required dry runs")
+    if needs:
+        raise ConfigError(f"--workers {options.workers} without --state: {', '.join(needs)} would be per worker; "
+                          "give --state redis://host:6379/0 (OPENAPI2MCP_STATE_URL), or serve one worker")
+
+
+def runtime_for(manifest: Manifest, options: RunOptions, env: Mapping[str, str]) -> Runtime:
     """The Runtime the run options describe (the one place serving constructs it)."""
     from openapi2mcp.manifest import parse_rate_limit
     from openapi2mcp.runtime import Runtime, RuntimeOptions, local_caller
@@ -184,7 +271,7 @@ def _runtime(manifest: Manifest, options: RunOptions, env: Mapping[str, str]) ->
     local = local_caller("http" if options.transport == "http" else "stdio", local_scopes(options.scopes))
     return Runtime(manifest, RuntimeOptions(environ=env, local=local, rate_limit=limit,
                                             auto_approve=options.auto_approve, audit_log=options.audit_log,
-                                            list_changed=options.reload))
+                                            list_changed=options.reload, state=options.state))
 
 
 def auth_options(options: RunOptions) -> AuthOptions:
