@@ -11,6 +11,7 @@ from openapi2mcp.runtime.options import (
     AuthOptions,
     HttpLimits,
     HttpOptions,
+    MetricsOptions,
     RuntimeOptions,
     is_loopback,
 )
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from openapi2mcp.runtime.httpguard import uvicorn_settings
     from openapi2mcp.runtime.logs import configure_logging
     from openapi2mcp.runtime.stdio import serve_stdio
+    from openapi2mcp.runtime.telemetry import current_trace_id, tracing_installed
+    from openapi2mcp.runtime.tracing import provider_from_environment
 
 # The server and its transports load on first use (start-up time): the CLI reads the option
 # defaults above without importing the MCP SDK, and stdio never loads the HTTP transport.
@@ -42,6 +45,9 @@ _LAZY = {
     "client_gone": "openapi2mcp.runtime.gone",
     "describe": "openapi2mcp.runtime.gone",
     "leaves": "openapi2mcp.runtime.gone",
+    "current_trace_id": "openapi2mcp.runtime.telemetry",
+    "tracing_installed": "openapi2mcp.runtime.telemetry",
+    "provider_from_environment": "openapi2mcp.runtime.tracing",
 }
 
 
@@ -62,19 +68,23 @@ __all__ = [
     "AuthOptions",
     "HttpLimits",
     "HttpOptions",
+    "MetricsOptions",
     "Runtime",
     "RuntimeOptions",
     "auth_config",
     "client_gone",
     "configure_logging",
+    "current_trace_id",
     "describe",
     "http_app",
     "is_loopback",
     "leaves",
     "local_caller",
+    "provider_from_environment",
     "require_public_url",
     "serve_http",
     "serve_stdio",
+    "tracing_installed",
     "transport_security",
     "uvicorn_settings",
 ]
