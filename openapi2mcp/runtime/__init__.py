@@ -14,6 +14,7 @@ from openapi2mcp.runtime.options import (
     MetricsOptions,
     RuntimeOptions,
     is_loopback,
+    metrics_refusal,
 )
 
 if TYPE_CHECKING:
@@ -80,6 +81,7 @@ __all__ = [
     "is_loopback",
     "leaves",
     "local_caller",
+    "metrics_refusal",
     "provider_from_environment",
     "require_public_url",
     "serve_http",

@@ -31,6 +31,7 @@ SECTIONS: Final = {
     "access": "access (docs/access.md)",
     "safety": "safety (docs/safety.md)",
     "limits": "HTTP limits (docs/access.md#http-transport-limits)",
+    "telemetry": "telemetry (docs/telemetry.md)",
 }
 
 
@@ -199,6 +200,19 @@ OPTIONS: Final[tuple[Option, ...]] = (
            "HTTP: answer with SSE streams instead of JSON, so that 2025-11-25 clients can be asked to confirm "
            "(elicitation) mid-call.", example="yes", section="safety"),
     *(_limit(*limit) for limit in LIMIT_FLAGS),
+    Option("tracing", "--tracing", "OPENAPI2MCP_TRACING", "choice",
+           "OpenTelemetry traces, exported as the OTEL_* variables say (the otel extra): auto is on when "
+           "OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_TRACES_EXPORTER is set and the "
+           "extra is installed; on requires the extra.", example="off", default="auto", choices=("auto", "on", "off"),
+           metavar="auto|on|off", section="telemetry"),
+    Option("metrics", "--metrics", "OPENAPI2MCP_METRICS", "switch",
+           "HTTP: Prometheus metrics at /metrics, on a listener of its own (--metrics-host, --metrics-port); a "
+           "scrape sends $OPENAPI2MCP_METRICS_TOKEN when it is set.", example="on", section="telemetry"),
+    Option("metrics_host", "--metrics-host", "OPENAPI2MCP_METRICS_HOST", "text",
+           "HTTP: the address /metrics binds; a non-loopback one needs $OPENAPI2MCP_METRICS_TOKEN (or --no-auth).",
+           example="0.0.0.0", default="127.0.0.1", metavar="HOST", section="telemetry"),
+    Option("metrics_port", "--metrics-port", "OPENAPI2MCP_METRICS_PORT", "int", "HTTP: the port /metrics binds.",
+           example="9100", default=9464, bounds=(0, 65535), metavar="PORT", section="telemetry"),
 )
 
 CHECK: Final = Option("check", "--check", "", "switch",
@@ -211,6 +225,8 @@ ENV_ONLY: Final = (
      "(every scope) or `token:scope1 scope2`"),
     ("OPENAPI2MCP_SIGNING_KEY", "secret, 32+ characters: signs cursors, confirmations and dry-run tokens; replicas "
      "must share it (default: random per process)"),
+    ("OPENAPI2MCP_METRICS_TOKEN", "secret, 16+ characters: a scrape of /metrics must send it as a bearer token "
+     "(default: none on loopback; a non-loopback --metrics-host needs it)"),
     ("OPENAPI2MCP_DEBUG", "set: an internal error prints its traceback"),
 )
 """Variables without a flag: secrets never go on a command line."""
@@ -246,6 +262,10 @@ class RunOptions:
     audit_log: str | None = None
     sse: bool = False  # HTTP: SSE answers, so 2025-11-25 clients can be asked mid-call
     http_limits: HttpLimits = field(default_factory=HttpLimits)
+    tracing: str = "auto"  # auto | on | off (docs/telemetry.md)
+    metrics: bool = False
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = 9464
 
 
 _LIMITS: Final = frozenset(f.name for f in dataclasses.fields(HttpLimits))

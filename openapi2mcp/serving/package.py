@@ -31,7 +31,7 @@ from openapi2mcp.serving.options import CHECK, OPTIONS, SECTIONS, RunOptions, Us
 
 if TYPE_CHECKING:
     from openapi2mcp.manifest import Manifest
-    from openapi2mcp.runtime import AuthOptions, Runtime
+    from openapi2mcp.runtime import AuthOptions, MetricsOptions, Runtime
 
 
 Scope = MutableMapping[str, Any]
@@ -113,7 +113,9 @@ def serve(
     if options.base_url:  # the flag and the variable are one setting; the flag wins
         env = {**env, BASE_URL_VAR: options.base_url}
     http = options.transport == "http"
-    runtime = _runtime(manifest, options, env)  # resolves the upstream settings: a missing variable raises
+    metrics = _metrics(options, env)
+    provider = tracer_provider(manifest, options, env, prog)
+    runtime = _runtime(manifest, options, env, provider)  # resolves the upstream settings: a missing variable raises
     if http:
         from openapi2mcp.runtime import HttpOptions, auth_config, http_app, require_public_url, transport_security
 
@@ -125,27 +127,90 @@ def serve(
     if notice:
         print(f"{prog}: note: {notice}", file=sys.stderr)
     listed = len(runtime.tool_names)
-    if check:
-        anyio.run(runtime.aclose)
-        print(f"{prog}: configuration ok ({listed} tool(s), transport {options.transport})", file=sys.stderr)
-        return
-    if not http:
-        from openapi2mcp.runtime import serve_stdio
+    try:
+        if check:
+            anyio.run(runtime.aclose)
+            print(f"{prog}: configuration ok ({listed} tool(s), transport {options.transport})", file=sys.stderr)
+            return
+        if not http:
+            from openapi2mcp.runtime import serve_stdio
 
-        anyio.run(lambda: serve_stdio(runtime))
-        return
-    app: ASGIApp = http_app(runtime, HttpOptions(
-        host=options.host, port=options.port, path=options.path, stateless=options.stateless,
-        allowed_hosts=options.allowed_hosts, allowed_origins=options.allowed_origins, auth=auth,
-        no_auth=options.no_auth, json_response=not options.sse, limits=limits))
-    where = f"[{options.host}]" if ":" in options.host else options.host
-    print(f"{prog}: serving {listed} tool(s) at http://{where}:{options.port}{options.path} "
-          f"(auth: {auth.describe()}{'' if auth.enabled else '; anonymous callers have ' + runtime.local.describe()})",
-          file=sys.stderr)
-    anyio.run(lambda: _serve_uvicorn(app, options.host, options.port, options.log_level, limits))
+            anyio.run(lambda: serve_stdio(runtime))
+            return
+        app: ASGIApp = http_app(runtime, HttpOptions(
+            host=options.host, port=options.port, path=options.path, stateless=options.stateless,
+            allowed_hosts=options.allowed_hosts, allowed_origins=options.allowed_origins, auth=auth,
+            no_auth=options.no_auth, json_response=not options.sse, limits=limits, metrics=metrics))
+        anonymous = "" if auth.enabled else "; anonymous callers have " + runtime.local.describe()
+        print(f"{prog}: serving {listed} tool(s) at http://{_bracket(options.host)}:{options.port}{options.path} "
+              f"(auth: {auth.describe()}{anonymous})"
+              + (f"; metrics at http://{_bracket(metrics.host)}:{metrics.port}/metrics" if metrics else "")
+              + ("; tracing on" if provider is not None else ""), file=sys.stderr)
+        anyio.run(lambda: _serve_uvicorn(app, options.host, options.port, options.log_level, limits))
+    finally:
+        if provider is not None:
+            provider.shutdown()  # the spans still batched are exported
 
 
-def _runtime(manifest: Manifest, options: RunOptions, env: Mapping[str, str]) -> Runtime:
+def _bracket(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+# the standard variables that say where traces go: with one of them set, --tracing auto is on
+OTEL_EXPORT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_TRACES_EXPORTER")
+
+
+def tracer_provider(manifest: Manifest, options: RunOptions, env: Mapping[str, str], prog: str) -> Any:
+    """The TracerProvider `--tracing` asks for (None: no tracing), configured by the OTEL_* variables.
+
+    auto: on when an OTEL_* variable says where traces go and the otel extra is installed (without
+    the extra, a note says what to install, and nothing of OpenTelemetry is loaded); on: the extra
+    is required; off, or OTEL_SDK_DISABLED=true: no tracing.
+    """
+    from openapi2mcp.runtime import tracing_installed
+    from openapi2mcp.upstream import ConfigError
+
+    configured = [v for v in OTEL_EXPORT_VARS if env.get(v)]
+    if options.tracing == "off" or (options.tracing == "auto" and not configured):
+        return None
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return None
+    if not tracing_installed():
+        install = "pip install 'openapi2mcp-runtime[otel]' (or 'openapi2mcp-tools[otel]'; packages: build --otel)"
+        if options.tracing == "on":
+            raise ConfigError(f"--tracing on / OPENAPI2MCP_TRACING: the otel extra is not installed: {install}")
+        print(f"{prog}: note: {configured[0]} is set, but the otel extra is not installed, so nothing is traced: "
+              f"{install}", file=sys.stderr)
+        return None
+    from openapi2mcp.runtime import provider_from_environment
+
+    return provider_from_environment(manifest.server.name, manifest.server.version)
+
+
+def _metrics(options: RunOptions, env: Mapping[str, str]) -> MetricsOptions | None:
+    """Where /metrics is served (None: metrics are off); a configuration it refuses is a ConfigError."""
+    from openapi2mcp.runtime import MetricsOptions, metrics_refusal
+    from openapi2mcp.upstream import ConfigError
+
+    if not options.metrics:
+        return None
+    if options.transport != "http":
+        raise ConfigError("--metrics / OPENAPI2MCP_METRICS: /metrics is served with the HTTP transport; add "
+                          "--transport http (a stdio server has no listener to scrape)")
+    token = env.get(METRICS_TOKEN_VAR, "").strip() or None
+    if token is not None and len(token) < 16:
+        raise ConfigError(f"{METRICS_TOKEN_VAR}: a token needs 16 characters or more")
+    metrics = MetricsOptions(host=options.metrics_host, port=options.metrics_port, token=token)
+    refusal = metrics_refusal(metrics, no_auth=options.no_auth)
+    if refusal:
+        raise ConfigError(refusal)
+    return metrics
+
+
+METRICS_TOKEN_VAR = "OPENAPI2MCP_METRICS_TOKEN"
+
+
+def _runtime(manifest: Manifest, options: RunOptions, env: Mapping[str, str], provider: Any = None) -> Runtime:
     """The Runtime the run options describe (the one place serving constructs it)."""
     from openapi2mcp.manifest import parse_rate_limit
     from openapi2mcp.runtime import Runtime, RuntimeOptions, local_caller
@@ -157,7 +222,8 @@ def _runtime(manifest: Manifest, options: RunOptions, env: Mapping[str, str]) ->
         raise ConfigError(f"--rate-limit / OPENAPI2MCP_RATE_LIMIT: {e}") from None
     local = local_caller("http" if options.transport == "http" else "stdio", local_scopes(options.scopes))
     return Runtime(manifest, RuntimeOptions(environ=env, local=local, rate_limit=limit,
-                                            auto_approve=options.auto_approve, audit_log=options.audit_log))
+                                            auto_approve=options.auto_approve, audit_log=options.audit_log,
+                                            tracer_provider=provider, metrics=options.metrics))
 
 
 def auth_options(options: RunOptions) -> AuthOptions:
