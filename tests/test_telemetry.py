@@ -11,6 +11,7 @@ scrapes the server's /metrics; after a known sequence of calls its HTTP API give
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import http.server
 import json
@@ -24,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
 from mcp import Client
@@ -31,6 +33,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from examples import Upstream
 from tests.e2e_support import EXAMPLES, HttpServer, child_env, ok
+from tests.runtime_upstream import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 PETSTORE = EXAMPLES / "petstore"
@@ -260,3 +263,153 @@ def test_tracing_on_without_the_extra_says_what_to_install(tmp_path: Path) -> No
     auto = subprocess.run(base, capture_output=True, text=True, cwd=ROOT, timeout=60,
                           env={**env, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"})
     assert auto.returncode == 0 and "the otel extra is not installed" in auto.stderr
+
+
+# ============================================================================ metrics, scraped by Prometheus
+
+METRICS_TOKEN = "metrics-scrape-token-" + "5d1e8b20"
+
+
+def prometheus_binary() -> Path:
+    """Debian's Prometheus, unpacked by .ci/prometheus.sh (run here when .ci/run has not yet)."""
+    cache = Path(os.environ.get("OPENAPI2MCP_PROMETHEUS_CACHE") or ROOT / ".cache" / "prometheus")
+    binary = cache / "usr" / "bin" / "prometheus"
+    if not binary.is_file():
+        done = subprocess.run(["bash", str(ROOT / ".ci" / "prometheus.sh")], capture_output=True, text=True,
+                              timeout=600, check=False)
+        if done.returncode != 0:
+            if os.environ.get("CI"):
+                pytest.fail(f".ci/prometheus.sh failed:\n{done.stderr[-2000:]}")
+            pytest.skip(f"Prometheus is not installed and .ci/prometheus.sh failed (apt): {done.stderr[-300:]}")
+    return binary
+
+
+@contextlib.contextmanager
+def prometheus(target: str, tmp_path: Path) -> Iterator[str]:
+    """A Prometheus server scraping `target` (host:port) every second with the metrics token; its URL."""
+    binary = prometheus_binary()
+    (tmp_path / "token").write_text(METRICS_TOKEN)
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        "global: {scrape_interval: 1s, scrape_timeout: 1s}\n"
+        "scrape_configs:\n"
+        "  - job_name: openapi2mcp\n"
+        f"    authorization: {{credentials_file: {tmp_path / 'token'}}}\n"
+        f"    static_configs: [{{targets: ['{target}']}}]\n")
+    port = free_port()
+    log = (tmp_path / "prometheus.log").open("w")
+    process = subprocess.Popen([str(binary), f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                                f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with contextlib.suppress(httpx2.TransportError):
+                if httpx2.get(url + "/-/ready", timeout=1, trust_env=False).status_code == 200:
+                    break
+            assert process.poll() is None and time.monotonic() < deadline, (tmp_path / "prometheus.log").read_text()
+            time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(15)
+        log.close()
+
+
+def query(url: str, promql: str) -> dict[tuple[tuple[str, str], ...], float]:
+    """An instant query: labels (without __name__, job, instance) -> value."""
+    answer = httpx2.get(url + "/api/v1/query", params={"query": promql}, timeout=5, trust_env=False).json()
+    assert answer["status"] == "success", answer
+    drop = {"__name__", "job", "instance"}
+    return {tuple(sorted((k, v) for k, v in r["metric"].items() if k not in drop)): float(r["value"][1])
+            for r in answer["data"]["result"]}
+
+
+def metrics_overlay(tmp_path: Path) -> Path:
+    """The petstore overlay with pets_list cut to 2 items (a cut result on every call)."""
+    text = (PETSTORE / "overlay.yaml").read_text(encoding="utf-8")
+    select = '      select: "{items: items[*].{id: id, name: name, status: status, tag: tag, age: age}, page: page, ' \
+             'total: total}"\n'
+    assert select in text
+    path = tmp_path / "overlay.yaml"
+    path.write_text(text.replace(select, select + "      max_items: 2\n"), encoding="utf-8")
+    return path
+
+
+class Decline:
+    """The user: says no to every confirmation."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    async def __call__(self, ctx: Any, params: Any) -> Any:
+        import mcp_types as types
+
+        self.asked += 1
+        return types.ElicitResult(action="decline")
+
+
+async def known_sequence(url: str, user: Decline, up: Upstream) -> list[Any]:
+    """ok, error, confirmation declined, repaired, cut, rate limited (a burst of 5: the 6th charge)."""
+    async with Client(url, mode="auto", elicitation_callback=user) as client:
+        ok(await client.call_tool("pets_get", {"petId": "1"}))
+        missing = await client.call_tool("pets_get", {"petId": "no-such-pet"})
+        declined = await client.call_tool("pets_delete", {"petId": "2"})  # asked (input required), declined
+        up.fault(kind="lie", operation="getPet")
+        repaired = await client.call_tool("pets_get", {"petId": "1"})  # ok, 2 values repaired
+        cut = await client.call_tool("pets_list", {})  # ok, cut to 2 items
+        limited = await client.call_tool("pets_get", {"petId": "1"})
+    return [missing, declined, repaired, cut, limited]
+
+
+def test_prometheus_scrapes_the_numbers_of_a_known_sequence(up: Upstream, tmp_path: Path) -> None:
+    up.reset()
+    up.clear_faults()
+    port = free_port()
+    args = [str(PETSTORE / "openapi.yaml"), "--overlay", str(metrics_overlay(tmp_path)), "--metrics",
+            "--metrics-port", str(port), "--rate-limit", "1/h,burst=5"]
+    env = {"PETSTORE_URL": up.base_url, "PETSTORE_TOKEN": TOKEN, "OPENAPI2MCP_METRICS_TOKEN": METRICS_TOKEN}
+    with HttpServer.start(args, log_dir=tmp_path, env=env) as server, \
+            prometheus(f"127.0.0.1:{port}", tmp_path) as prom:
+        assert f"metrics at http://127.0.0.1:{port}/metrics" in server.stderr()
+        metrics = f"http://127.0.0.1:{port}/metrics"
+        assert httpx2.get(metrics, trust_env=False).status_code == 401  # the token is required
+        wrong = httpx2.get(metrics, headers={"Authorization": "Bearer " + "x" * 30}, trust_env=False)
+        assert wrong.status_code == 401
+        assert httpx2.get(metrics.replace("/metrics", "/mcp"), trust_env=False).status_code == 404
+        user = Decline()
+        missing, declined, repaired, cut, limited = anyio.run(known_sequence, server.url, user, up)
+        assert missing.is_error and declined.is_error and limited.is_error and user.asked == 1
+        assert (repaired.meta or {}).get("openapi2mcp/repairs") and (cut.meta or {}).get("openapi2mcp/truncated")
+        deadline = time.monotonic() + 30
+        while not query(prom, "openapi2mcp_rate_limited_calls_total") and time.monotonic() < deadline:
+            time.sleep(0.25)  # until a scrape after the last call
+        time.sleep(1.5)  # one more scrape: every series of the last calls is in
+
+        assert query(prom, 'up{job="openapi2mcp"}') == {(): 1.0}
+        assert query(prom, "openapi2mcp_tool_calls_total") == {
+            (("outcome", "ok"), ("tool", "pets_get")): 2.0,
+            (("code", "NOT_FOUND"), ("outcome", "error"), ("tool", "pets_get")): 1.0,
+            (("outcome", "input_required"), ("tool", "pets_delete")): 1.0,
+            (("code", "CONFIRMATION_DECLINED"), ("outcome", "declined"), ("tool", "pets_delete")): 1.0,
+            (("outcome", "ok"), ("tool", "pets_list")): 1.0,
+            (("code", "RATE_LIMITED"), ("outcome", "denied"), ("tool", "pets_get")): 1.0,
+        }
+        assert query(prom, "sum(openapi2mcp_tool_call_duration_seconds_count)") == {(): 7.0}
+        assert query(prom, "openapi2mcp_confirmations_asked_total") == {(("tool", "pets_delete"),): 1.0}
+        assert query(prom, "openapi2mcp_confirmations_answered_total") == {
+            (("answer", "declined"), ("tool", "pets_delete")): 1.0}
+        assert query(prom, "openapi2mcp_rate_limited_calls_total") == {(("by", "server"), ("tool", "pets_get")): 1.0}
+        assert query(prom, "openapi2mcp_response_repairs_total") == {(("tool", "pets_get"),): 2.0}
+        assert query(prom, "openapi2mcp_results_cut_total") == {(("reason", "max_items"), ("tool", "pets_list")): 1.0}
+        assert query(prom, "openapi2mcp_upstream_requests_total") == {
+            (("method", "GET"), ("operation", "getPet"), ("status", "200")): 2.0,
+            (("method", "GET"), ("operation", "getPet"), ("status", "404")): 1.0,
+            (("method", "GET"), ("operation", "listPets"), ("status", "200")): 1.0,
+        }
+        assert query(prom, "sum(openapi2mcp_upstream_request_duration_seconds_count)") == {(): 4.0}
+        tools_call = query(prom, 'sum by (error) (openapi2mcp_mcp_request_duration_seconds_count'
+                                 '{method="tools/call"})')
+        assert tools_call == {(): 4.0, (("error", "tool_error"),): 3.0}  # 7 requests: 2 for the confirmation
+        assert query(prom, "process_resident_memory_bytes")  # the process collectors are there too
+    assert up.count("deletePet") == 0

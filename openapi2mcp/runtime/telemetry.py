@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -79,6 +79,13 @@ class CallSeen:
     answered_from_state: bool = False  # a 2026-07-28 retry carrying the answer to a confirmation
 
 
+def is_tool_error(result: Any) -> bool:
+    """An isError tool result, as a handler returns it (the model) or as a middleware may see it (its dict)."""
+    if isinstance(result, types.CallToolResult):
+        return bool(result.is_error)
+    return isinstance(result, Mapping) and result.get("isError") is True
+
+
 class Telemetry:
     """One per Runtime: the tracing half (an OpenTelemetry TracerProvider given) and the metrics half."""
 
@@ -112,7 +119,7 @@ class Telemetry:
             error: str | None = None
             try:
                 result = await (tracing.serve(ctx, call_next) if tracing else call_next(ctx))
-                if isinstance(result, types.CallToolResult) and result.is_error:
+                if is_tool_error(result):
                     error = "tool_error"
                 return result
             except MCPError as e:
