@@ -39,8 +39,10 @@ RUNTIME_MODULES: Final = ("errors", "manifest", "result", "runtime", "serving", 
 
 # openapi2mcp-tools' dependencies the run-time modules import (tests/test_build.py checks every
 # third-party import of those modules is in their closure, and each is imported).
-RUNTIME_REQUIRES: Final = ("httpx2", "jmespath", "jsonschema", "mcp", "pydantic", "pyjwt", "pyyaml",
-                           "rfc3339-validator", "starlette", "uvicorn")
+RUNTIME_REQUIRES: Final = ("httpx2", "jmespath", "jsonschema", "mcp", "prometheus-client", "pydantic", "pyjwt",
+                           "pyyaml", "rfc3339-validator", "starlette", "uvicorn")
+# openapi2mcp-tools' extras the runtime keeps, under the same name (`openapi2mcp-runtime[otel]`)
+RUNTIME_EXTRAS: Final = {"otel": ("opentelemetry-exporter-otlp-proto-http", "opentelemetry-sdk")}
 LOADED_BY_LIBRARIES: Final = {"rfc3339-validator": "jsonschema, for the date-time format check"}  # never imported by us
 
 _EPOCH: Final = (1980, 1, 1, 0, 0, 0)  # the earliest time a zip entry can carry
@@ -75,11 +77,14 @@ def tools_metadata(source: Path) -> tuple[list[str], str]:
     if project.is_file():
         data = tomllib.loads(project.read_text(encoding="utf-8")).get("project", {})
         if data.get("name") == TOOLS:
-            return list(data.get("dependencies", [])), str(data.get("requires-python", ""))
+            extras = [f'{r}; extra == "{extra}"' for extra, rs in data.get("optional-dependencies", {}).items()
+                      if extra in RUNTIME_EXTRAS for r in rs]
+            return [*data.get("dependencies", []), *extras], str(data.get("requires-python", ""))
     record = source.parent / f"openapi2mcp_tools-{__version__}.dist-info" / "METADATA"
     if record.is_file():
         meta = HeaderParser().parsestr(record.read_text(encoding="utf-8"))
-        requires = [r for r in meta.get_all("Requires-Dist") or [] if "extra ==" not in r]
+        requires = [r for r in meta.get_all("Requires-Dist") or []
+                    if "extra ==" not in r or any(f'extra == "{e}"' in r.replace("'", '"') for e in RUNTIME_EXTRAS)]
         return requires, str(meta.get("Requires-Python") or "")
     raise InputError.at(
         f"cannot tell the dependencies of the openapi2mcp at {source}: no pyproject.toml of {TOOLS} beside it "
@@ -94,14 +99,20 @@ def runtime_requires(tools_requires: Iterable[str]) -> list[str]:
     from packaging.utils import canonicalize_name
 
     picked: dict[str, str] = {}
+    extras: dict[tuple[str, str], str] = {}
     for requirement in map(Requirement, tools_requires):
         requirement.name = canonicalize_name(requirement.name)  # a pyproject's and a METADATA's spelling agree
         if requirement.name in RUNTIME_REQUIRES and requirement.marker is None:
             picked[requirement.name] = str(requirement)
-    missing = sorted(set(RUNTIME_REQUIRES) - set(picked))
+        elif requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+            for extra, names in RUNTIME_EXTRAS.items():
+                if requirement.name in names and requirement.marker.evaluate({"extra": extra}):
+                    extras[(extra, requirement.name)] = f'{requirement.name}{requirement.specifier}; extra == "{extra}"'
+    missing = sorted(set(RUNTIME_REQUIRES) - set(picked)) + sorted(
+        f"{n} (extra {e})" for e, names in RUNTIME_EXTRAS.items() for n in names if (e, n) not in extras)
     if missing:
         raise InputError.at(f"{TOOLS} {__version__} does not declare {', '.join(missing)}, which the runtime needs")
-    return [picked[name] for name in sorted(picked)]
+    return [picked[name] for name in sorted(picked)] + [extras[key] for key in sorted(extras)]
 
 
 def metadata_text(requires: Sequence[str], requires_python: str, version: str = __version__) -> str:
@@ -112,6 +123,7 @@ def metadata_text(requires: Sequence[str], requires_python: str, version: str = 
         f"Summary: The run-time half of {TOOLS}: serves a frozen openapi2mcp Manifest (no compiler, no CLI).",
         "License: Apache-2.0",
         *([f"Requires-Python: {requires_python}"] if requires_python else []),
+        *(f"Provides-Extra: {extra}" for extra in sorted(RUNTIME_EXTRAS)),
         *(f"Requires-Dist: {r}" for r in requires),
         "",
         f"The run-time modules of {TOOLS} {version} (openapi2mcp.serving, runtime, upstream, shape,",

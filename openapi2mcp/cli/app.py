@@ -393,6 +393,10 @@ def build(
         typer.Option(help="requirements.lock: uv (hashes, needs uv and the index), pins (installed versions), "
                      "auto (uv when installed)."),
     ] = LockChoice.auto,
+    otel: Annotated[
+        bool, typer.Option("--otel", help="Depend on openapi2mcp-runtime[otel]: the package and its image can export "
+                           "OpenTelemetry traces (docs/telemetry.md).")
+    ] = False,
     all_operations: AllOpsOpt = False,
     strict: StrictOpt = False,
     allow_remote_refs: RemoteOpt = None,
@@ -411,7 +415,7 @@ def build(
                                fetch_timeout)
         target = out or Path("dist") / (package_name(name) if name else default_name(m))
         result = build_package(m, target, name=name, version=version, base_image=base_image,
-                               runtime_wheel_file=runtime_wheel, lock=lock.value)
+                               runtime_wheel_file=runtime_wheel, lock=lock.value, otel=otel)
         for w in result.warnings:
             typer.echo(f"openapi2mcp: warning: {w}", err=True)
         typer.echo(f"wrote {target}: {result.name} {result.version}, {len(result.files)} files, "
