@@ -413,3 +413,28 @@ def test_prometheus_scrapes_the_numbers_of_a_known_sequence(up: Upstream, tmp_pa
         assert tools_call == {(): 4.0, (("error", "tool_error"),): 3.0}  # 7 requests: 2 for the confirmation
         assert query(prom, "process_resident_memory_bytes")  # the process collectors are there too
     assert up.count("deletePet") == 0
+
+
+# ============================================================================ JSON logs
+
+
+@pytest.mark.anyio
+async def test_json_logs_carry_the_trace_id(up: Upstream, tmp_path: Path) -> None:
+    """--log-format json: every stderr line is a JSON object (uvicorn's and the start-up line too); the
+    lines of a call carry its traceId, which with tracing on is the trace's."""
+    args = [str(PETSTORE / "openapi.yaml"), "--overlay", str(PETSTORE / "overlay.yaml"), "--log-format", "json",
+            "--log-level", "info"]
+    with HttpServer.start(args, log_dir=tmp_path, env={"PETSTORE_URL": up.base_url}) as server:
+        async with Client(server.url, mode="auto") as client:
+            found = ok(await client.call_tool("pets_get", {"petId": "1"}))
+            missing = await client.call_tool("pets_get", {"petId": "no-such-pet"})
+    assert found["id"] == "1" and missing.is_error
+    lines = [json.loads(line) for line in server.stderr().splitlines() if line.strip()]  # each line parses
+    assert {"time", "level", "logger", "message"} <= set(lines[0])
+    assert any(line["message"].startswith("serving ") for line in lines)
+    assert any(line["logger"].startswith("uvicorn") for line in lines)
+    calls = [line for line in lines if line["message"].startswith("tool=pets_get")]
+    assert len(calls) == 2
+    for line in calls:
+        assert f"traceId={line['traceId']} " in line["message"]
+    assert calls[1]["traceId"] == (missing.meta or {})["openapi2mcp/traceId"]

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from openapi2mcp.runtime.gone import client_gone, describe, leaves
     from openapi2mcp.runtime.http import http_app, serve_http, transport_security
     from openapi2mcp.runtime.httpguard import uvicorn_settings
-    from openapi2mcp.runtime.logs import configure_logging
+    from openapi2mcp.runtime.logs import JsonFormatter, configure_logging
     from openapi2mcp.runtime.stdio import serve_stdio
     from openapi2mcp.runtime.telemetry import current_trace_id, tracing_installed
     from openapi2mcp.runtime.tracing import provider_from_environment
@@ -38,6 +38,7 @@ _LAZY = {
     "require_public_url": "openapi2mcp.runtime.auth",
     "Runtime": "openapi2mcp.runtime.core",
     "configure_logging": "openapi2mcp.runtime.logs",
+    "JsonFormatter": "openapi2mcp.runtime.logs",
     "http_app": "openapi2mcp.runtime.http",
     "serve_http": "openapi2mcp.runtime.http",
     "serve_stdio": "openapi2mcp.runtime.stdio",
@@ -69,6 +70,7 @@ __all__ = [
     "AuthOptions",
     "HttpLimits",
     "HttpOptions",
+    "JsonFormatter",
     "MetricsOptions",
     "Runtime",
     "RuntimeOptions",

@@ -160,6 +160,9 @@ OPTIONS: Final[tuple[Option, ...]] = (
            "The stderr log level (info logs one line per tool call).", example="debug", default="warning",
            shown_default="warning (info in the container image)",
            choices=("debug", "info", "warning", "error", "critical"), metavar="LEVEL"),
+    Option("log_format", "--log-format", "OPENAPI2MCP_LOG_FORMAT", "choice",
+           "The stderr log lines: text, or json (one object a line, with the traceId of the call or request).",
+           example="json", default="text", choices=("text", "json"), metavar="text|json"),
     Option("no_auth", "--no-auth", "OPENAPI2MCP_NO_AUTH", "switch",
            "HTTP: serve a non-loopback address without auth (an explicit opt-out).", example="true",
            section="access"),
@@ -249,6 +252,7 @@ class RunOptions:
     allowed_origins: list[str] | None = None
     base_url: str | None = None
     log_level: str = "warning"
+    log_format: str = "text"  # text | json (runtime/logs.py)
     no_auth: bool = False
     auth_tokens: str | None = None  # the tokens file
     jwks_url: str | None = None

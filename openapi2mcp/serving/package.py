@@ -107,7 +107,7 @@ def serve(
 
     env = os.environ if environ is None else environ
     try:
-        configure_logging(options.log_level)
+        configure_logging(options.log_level, options.log_format)
     except ValueError as e:  # Unknown level: 'LOUD'
         raise ConfigError(f"--log-level: {e}") from None
     if options.base_url:  # the flag and the variable are one setting; the flag wins
@@ -125,12 +125,12 @@ def serve(
         require_public_url(auth, host_checked=security.enable_dns_rebinding_protection)
     notice = relative_server_notice(manifest.upstream, runtime.upstream.settings.base_url)
     if notice:
-        print(f"{prog}: note: {notice}", file=sys.stderr)
+        say(prog, f"note: {notice}", options)
     listed = len(runtime.tool_names)
     try:
         if check:
             anyio.run(runtime.aclose)
-            print(f"{prog}: configuration ok ({listed} tool(s), transport {options.transport})", file=sys.stderr)
+            say(prog, f"configuration ok ({listed} tool(s), transport {options.transport})", options)
             return
         if not http:
             from openapi2mcp.runtime import serve_stdio
@@ -142,14 +142,29 @@ def serve(
             allowed_hosts=options.allowed_hosts, allowed_origins=options.allowed_origins, auth=auth,
             no_auth=options.no_auth, json_response=not options.sse, limits=limits, metrics=metrics))
         anonymous = "" if auth.enabled else "; anonymous callers have " + runtime.local.describe()
-        print(f"{prog}: serving {listed} tool(s) at http://{_bracket(options.host)}:{options.port}{options.path} "
-              f"(auth: {auth.describe()}{anonymous})"
-              + (f"; metrics at http://{_bracket(metrics.host)}:{metrics.port}/metrics" if metrics else "")
-              + ("; tracing on" if provider is not None else ""), file=sys.stderr)
-        anyio.run(lambda: _serve_uvicorn(app, options.host, options.port, options.log_level, limits))
+        say(prog, f"serving {listed} tool(s) at http://{_bracket(options.host)}:{options.port}{options.path} "
+            f"(auth: {auth.describe()}{anonymous})"
+            + (f"; metrics at http://{_bracket(metrics.host)}:{metrics.port}/metrics" if metrics else "")
+            + ("; tracing on" if provider is not None else ""), options)
+        anyio.run(lambda: _serve_uvicorn(app, options.host, options.port, options.log_level, limits,
+                                         json_logs=options.log_format == "json"))
     finally:
         if provider is not None:
             provider.shutdown()  # the spans still batched are exported
+
+
+def say(prog: str, text: str, options: RunOptions) -> None:
+    """A line for the operator on stderr: `prog: text`, or a JSON log line with --log-format json."""
+    if options.log_format != "json":
+        print(f"{prog}: {text}", file=sys.stderr)
+        return
+    import logging
+
+    from openapi2mcp.runtime import JsonFormatter
+
+    record = logging.makeLogRecord({"name": "openapi2mcp.serving", "levelname": "INFO", "levelno": logging.INFO,
+                                    "msg": text})
+    print(JsonFormatter().format(record), file=sys.stderr)
 
 
 def _bracket(host: str) -> str:
@@ -179,8 +194,8 @@ def tracer_provider(manifest: Manifest, options: RunOptions, env: Mapping[str, s
         install = "pip install 'openapi2mcp-runtime[otel]' (or 'openapi2mcp-tools[otel]'; packages: build --otel)"
         if options.tracing == "on":
             raise ConfigError(f"--tracing on / OPENAPI2MCP_TRACING: the otel extra is not installed: {install}")
-        print(f"{prog}: note: {configured[0]} is set, but the otel extra is not installed, so nothing is traced: "
-              f"{install}", file=sys.stderr)
+        say(prog, f"note: {configured[0]} is set, but the otel extra is not installed, so nothing is traced: "
+            f"{install}", options)
         return None
     from openapi2mcp.runtime import provider_from_environment
 
@@ -254,13 +269,16 @@ def local_scopes(text: str | None) -> frozenset[str] | None:
         raise ConfigError(f"--scopes / {SCOPES_VAR}: {e}") from None
 
 
-async def _serve_uvicorn(app: ASGIApp, host: str, port: int, log_level: str, limits: HttpLimits) -> None:
+async def _serve_uvicorn(app: ASGIApp, host: str, port: int, log_level: str, limits: HttpLimits, *,
+                         json_logs: bool = False) -> None:
     import uvicorn
+    from uvicorn.config import LOGGING_CONFIG
 
     from openapi2mcp.runtime import uvicorn_settings
 
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level.lower(), lifespan="on",
-                            timeout_graceful_shutdown=10, server_header=False, **uvicorn_settings(limits))
+                            timeout_graceful_shutdown=10, server_header=False, **uvicorn_settings(limits),
+                            log_config=None if json_logs else LOGGING_CONFIG)  # JSON: our handler stays
     await uvicorn.Server(config).serve()
 
 
