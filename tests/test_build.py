@@ -364,15 +364,21 @@ def test_runtime_requires_are_what_the_runtime_imports() -> None:
     for _, path in runtime_files(ROOT / "openapi2mcp"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
-                imported |= {a.name.split(".")[0] for a in node.names}
+                imported |= {a.name for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                imported.add(node.module.split(".")[0])
-    third_party = imported - set(sys.stdlib_module_names) - {"openapi2mcp"}
+                imported.add(node.module)
+    third_party = {m for m in imported if m.split(".")[0] not in {*sys.stdlib_module_names, "openapi2mcp"}}
     owners = metadata.packages_distributions()
-    direct = {canonicalize_name(owners[m][0]) for m in third_party}
+    # `opentelemetry` is a namespace shared by several distributions: the API (mcp depends on it),
+    # and the SDK and OTLP exporter of the otel extra (runtime/tracing.py loads them when tracing is on)
+    in_extra = {"opentelemetry.sdk": "opentelemetry-sdk",
+                "opentelemetry.exporter": "opentelemetry-exporter-otlp-proto-http"}
+    extra = {d for m in third_party for prefix, d in in_extra.items() if m.startswith(prefix)}
+    direct = {"opentelemetry-api" if m.startswith("opentelemetry") else canonicalize_name(owners[m.split(".")[0]][0])
+              for m in third_party if not any(m.startswith(p) for p in in_extra)}
     declared = tools_metadata(ROOT / "openapi2mcp")[0]
     requires = runtime_requires(declared)
-    extras = runtime_extras(declared)  # optional imports (redis-py for --state), each an extra of its own
+    extras = runtime_extras(declared)  # optional imports (redis-py for --state, the OTel SDK), each an extra
     assert set(extras) == set(RUNTIME_EXTRAS) and all(extras.values())
     closure, missing = environment_pins([*requires, *(r for reqs in extras.values() for r in reqs)])
     assert not missing
@@ -382,6 +388,27 @@ def test_runtime_requires_are_what_the_runtime_imports() -> None:
     unused = set(RUNTIME_REQUIRES) - direct - set(LOADED_BY_LIBRARIES)
     assert not unused, sorted(unused)  # no dependency for nothing
     assert not set(COMPILE_SIDE_DISTRIBUTIONS) & set(closure)
+    assert extra == set(RUNTIME_EXTRAS["otel"])  # the extra is what tracing.py imports, and all of it is used
+    assert "opentelemetry-sdk" not in base  # ... and only the extra brings the SDK
+    assert extra <= set(closure)
+
+
+def test_the_otel_extra_in_the_runtime_wheel_and_in_a_package(notes: Manifest, package: Path, tmp_path: Path) -> None:
+    """openapi2mcp-runtime declares [otel]; `build --with otel` depends on it and locks the SDK; a plain build not."""
+    with zipfile.ZipFile(package / "wheels" / wheel_name()) as wheel:
+        meta = wheel.read(f"openapi2mcp_runtime-{__version__}.dist-info/METADATA").decode()
+    assert "Provides-Extra: otel" in meta
+    for name in RUNTIME_EXTRAS["otel"]:
+        assert re.search(rf'^Requires-Dist: {name}>=[0-9.]+; extra == "otel"$', meta, re.M), name
+    plain = (package / "requirements.lock").read_text()
+    assert "opentelemetry-sdk==" not in plain and "prometheus-client==" in plain
+    out = tmp_path / "notes-otel"
+    build_package(notes, out, lock="pins", extras=("otel",))
+    assert f'dependencies = ["openapi2mcp-runtime[otel]=={__version__}"]' in (out / "pyproject.toml").read_text()
+    lock = (out / "requirements.lock").read_text()
+    for name in (*RUNTIME_EXTRAS["otel"], "opentelemetry-api", "opentelemetry-proto"):
+        assert f"{name}==" in lock, name
+    assert json.loads((out / "src/notes_mcp/build.json").read_text())["extras"] == ["otel"]
 
 
 def test_runtime_wheel_from_an_installed_openapi2mcp_is_the_same(package: Path, tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ manifest, result, errors, testing) and none of the compile side, the CLI or the 
 module writes that subset as a wheel of its own, from the files of the openapi2mcp that is running
 (a source checkout or a pip-installed openapi2mcp-tools: the same files, the same bytes), with the
 Requires-Dist of openapi2mcp-tools narrowed to `RUNTIME_REQUIRES`, and the extras of
-`RUNTIME_EXTRAS` (`openapi2mcp-runtime[redis]`: redis-py for `--state`) as openapi2mcp-tools
+`RUNTIME_EXTRAS` (`openapi2mcp-runtime[redis]`: redis-py for `--state`; `[otel]`: tracing) as openapi2mcp-tools
 declares them. openapi2mcp-tools keeps
 shipping everything; `openapi2mcp-runtime` is its run-time half under another name, for package
 environments and images (docs/build.md, "The runtime distribution", says why a second
@@ -41,13 +41,16 @@ RUNTIME_MODULES: Final = ("errors", "manifest", "result", "runtime", "serving", 
 
 # openapi2mcp-tools' dependencies the run-time modules import (tests/test_build.py checks every
 # third-party import of those modules is in their closure, and each is imported).
-RUNTIME_REQUIRES: Final = ("httpx2", "jmespath", "jsonschema", "mcp", "pydantic", "pyjwt", "pyyaml",
-                           "rfc3339-validator", "starlette", "uvicorn")
+RUNTIME_REQUIRES: Final = ("httpx2", "jmespath", "jsonschema", "mcp", "prometheus-client", "pydantic", "pyjwt",
+                           "pyyaml", "rfc3339-validator", "starlette", "uvicorn")
 LOADED_BY_LIBRARIES: Final = {"rfc3339-validator": "jsonschema, for the date-time format check"}  # never imported by us
 
 # openapi2mcp-tools' extras that the runtime offers too, with their own dependencies (optional
 # imports: the run-time modules load them only when the feature is used, e.g. `--state redis://`).
-RUNTIME_EXTRAS: Final = {"redis": ("redis",)}
+RUNTIME_EXTRAS: Final = {
+    "otel": ("opentelemetry-exporter-otlp-proto-http", "opentelemetry-sdk"),  # traces (docs/telemetry.md)
+    "redis": ("redis",),  # --state redis:// (docs/safety.md)
+}
 
 _EPOCH: Final = (1980, 1, 1, 0, 0, 0)  # the earliest time a zip entry can carry
 

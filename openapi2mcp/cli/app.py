@@ -477,7 +477,7 @@ def build(
     with_extras: Annotated[
         list[str] | None,
         typer.Option("--with", help="An extra of openapi2mcp-runtime to install: redis (redis-py for --state, and "
-                     "k8s/redis/); repeatable."),
+                     "k8s/redis/), otel (OpenTelemetry traces, docs/telemetry.md); repeatable."),
     ] = None,
     mcp_name: Annotated[
         str | None,

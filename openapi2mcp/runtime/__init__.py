@@ -11,8 +11,10 @@ from openapi2mcp.runtime.options import (
     AuthOptions,
     HttpLimits,
     HttpOptions,
+    MetricsOptions,
     RuntimeOptions,
     is_loopback,
+    metrics_refusal,
 )
 
 if TYPE_CHECKING:
@@ -22,11 +24,13 @@ if TYPE_CHECKING:
     from openapi2mcp.runtime.gone import client_gone, describe, leaves
     from openapi2mcp.runtime.http import http_app, serve_http, transport_security
     from openapi2mcp.runtime.httpguard import GuardedH11, uvicorn_settings
-    from openapi2mcp.runtime.logs import configure_logging
+    from openapi2mcp.runtime.logs import JsonFormatter, configure_logging
     from openapi2mcp.runtime.signing import SIGNING_KEY_VAR
     from openapi2mcp.runtime.state import STATE_URL_VAR
     from openapi2mcp.runtime.stdio import serve_stdio
+    from openapi2mcp.runtime.telemetry import current_trace_id, tracing_installed
     from openapi2mcp.runtime.tools import argument_error
+    from openapi2mcp.runtime.tracing import provider_from_environment
 
 # The server and its transports load on first use (start-up time): the CLI reads the option
 # defaults above without importing the MCP SDK, and stdio never loads the HTTP transport.
@@ -39,6 +43,7 @@ _LAZY = {
     "configure_logging": "openapi2mcp.runtime.logs",
     "SIGNING_KEY_VAR": "openapi2mcp.runtime.signing",
     "STATE_URL_VAR": "openapi2mcp.runtime.state",
+    "JsonFormatter": "openapi2mcp.runtime.logs",
     "http_app": "openapi2mcp.runtime.http",
     "serve_http": "openapi2mcp.runtime.http",
     "serve_stdio": "openapi2mcp.runtime.stdio",
@@ -49,6 +54,9 @@ _LAZY = {
     "describe": "openapi2mcp.runtime.gone",
     "leaves": "openapi2mcp.runtime.gone",
     "argument_error": "openapi2mcp.runtime.tools",
+    "current_trace_id": "openapi2mcp.runtime.telemetry",
+    "tracing_installed": "openapi2mcp.runtime.telemetry",
+    "provider_from_environment": "openapi2mcp.runtime.tracing",
 }
 
 
@@ -72,20 +80,26 @@ __all__ = [
     "GuardedH11",
     "HttpLimits",
     "HttpOptions",
+    "JsonFormatter",
+    "MetricsOptions",
     "Runtime",
     "RuntimeOptions",
     "argument_error",
     "auth_config",
     "client_gone",
     "configure_logging",
+    "current_trace_id",
     "describe",
     "http_app",
     "is_loopback",
     "leaves",
     "local_caller",
+    "metrics_refusal",
+    "provider_from_environment",
     "require_public_url",
     "serve_http",
     "serve_stdio",
+    "tracing_installed",
     "transport_security",
     "uvicorn_settings",
 ]

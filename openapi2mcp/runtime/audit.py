@@ -204,6 +204,8 @@ class AuditRecord:
     attempted: bool = False  # the attempt line is written
     repairs: dict[str, Any] | None = None  # repairs_summary of a result that was repaired to fit its schema
     replayed: bool = False  # --state: the first result of this keyed write, returned again (nothing sent)
+    outcome: str | None = None  # how the call ended (calls.py): ok, error, denied, declined, dry_run, cancelled, ...
+    error: str | None = None  # ... and its error code
 
     def line(self, phase: Phase, outcome: str | None = None, error: str | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {"time": _now(), "event": self.event, "phase": phase, "traceId": self.trace_id,

@@ -34,6 +34,7 @@ from openapi2mcp.runtime.dryrun import dry_run
 from openapi2mcp.runtime.policy import Asker, InputRequired
 from openapi2mcp.runtime.state import KeyedResults
 from openapi2mcp.runtime.steps import Steps
+from openapi2mcp.runtime.telemetry import CURRENT_TRACE, CallSeen, Telemetry
 from openapi2mcp.runtime.tools import Tool, check_arguments, choose_branch
 from openapi2mcp.runtime.views import Views
 from openapi2mcp.shape import drop_nulls
@@ -57,9 +58,10 @@ class Calls:
     """Every tools/call of one Runtime; `repairs` counts the repaired values per tool (health)."""
 
     def __init__(self, views: Views, admission: Admission, steps: Steps, auditor: Auditor, redactor: Redactor, *,
-                 deadline: float, results: KeyedResults | None = None) -> None:
+                 deadline: float, results: KeyedResults | None = None, telemetry: Telemetry | None = None) -> None:
         self.deadline = deadline  # seconds a call may take (TimeoutSpec.total)
         self.results = results  # --state: keyed writes' first results, for their retries (state.py)
+        self.telemetry = telemetry or Telemetry()
         self.views = views
         self.admission = admission
         self.steps = steps
@@ -85,21 +87,38 @@ class Calls:
         input-required result: then `policy.InputRequired` is raised and the MCP handler returns it.
         With an audit log, every call writes its line before it returns or raises (audit.py).
         """
+        answered = asker is not None and asker.request_state is not None
+        if not self.telemetry.enabled:
+            return await self._serve(name, arguments, caller, trace_id, asker, None)
+        with self.telemetry.call(name, answered_from_state=answered) as seen:  # a span, metrics (telemetry.py)
+            seen.result = await self._serve(name, arguments, caller, trace_id or seen.trace_id, asker, seen)
+            return seen.result
+
+    async def _serve(
+        self, name: str, arguments: Mapping[str, Any] | None, caller: Caller, trace_id: str | None,
+        asker: Asker | None, seen: CallSeen | None,
+    ) -> types.CallToolResult:
         tool = self.views.tools.get(name)
         trace = trace_id or uuid.uuid4().hex
         record = self._audit_record(name, tool, arguments, caller, trace)
-        if tool is None or not visible(tool.spec, caller):
-            self._audit_denial(record, "UNKNOWN_TOOL")
-            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {name}")
-        # 2026-07-28: a retry carrying a request state is charged at the gate, unless it is the
-        # answered retry of a confirmation whose first leg was charged (one round trip, one token)
-        pending = Pending(due=asker is not None and asker.request_state is not None)
+        if seen is not None:
+            seen.record = record
+        traced = CURRENT_TRACE.set(trace)  # the log lines of this call carry it
         try:
-            return await self._call(tool, name, arguments, record, caller, asker, pending)
+            if tool is None or not visible(tool.spec, caller):
+                self._audit_denial(record, "UNKNOWN_TOOL")
+                raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {name}")
+            # 2026-07-28: a retry carrying a request state is charged at the gate, unless it is the
+            # answered retry of a confirmation whose first leg was charged (one round trip, one token)
+            pending = Pending(due=asker is not None and asker.request_state is not None)
+            try:
+                return await self._call(tool, name, arguments, record, caller, asker, pending)
+            finally:
+                if pending.due:  # refused before its gate: charged like any call, when a token is there
+                    with anyio.CancelScope(shield=True), contextlib.suppress(ToolFailure):  # a store that is down
+                        await self.admission.limiter.admit(name, caller.id)
         finally:
-            if pending.due:  # refused before its gate: charged like any call, when a token is there
-                with anyio.CancelScope(shield=True), contextlib.suppress(ToolFailure):  # a store that is down
-                    await self.admission.limiter.admit(name, caller.id)
+            CURRENT_TRACE.reset(traced)
 
     async def _call(
         self, tool: Tool, name: str, arguments: Mapping[str, Any] | None, record: AuditRecord, caller: Caller,
@@ -117,6 +136,7 @@ class Calls:
             raise
         except anyio.get_cancelled_exc_class():  # not an Exception: the client cancelled or went away
             log.info("tool=%s traceId=%s outcome=cancelled requests=%d", name, trace, len(requests))
+            record.outcome = "cancelled"
             self.auditor.cancelled(record)
             raise
         except MCPError as e:  # a refused request state (policy.invalid_state)
@@ -267,6 +287,7 @@ class Calls:
 
     def _audit_denial(self, record: AuditRecord, code: str | None, outcome: str = "denied") -> None:
         """The line of a call that ends in a protocol answer (unknown tool, input required, bad state)."""
+        record.outcome, record.error = outcome, code
         try:
             self.auditor.result(record, outcome, code)
         except AuditError as e:
@@ -276,8 +297,6 @@ class Calls:
 
     def _audit_result(self, record: AuditRecord, out: types.CallToolResult, code: str) -> types.CallToolResult:
         """Write the call's result line; when that fails the client gets AUDIT_FAILED, not the result."""
-        if not self.auditor.enabled:
-            return out
         if not out.is_error:
             outcome, error = ("dry_run" if record.dry_run else "ok"), None
         else:
@@ -289,11 +308,15 @@ class Calls:
                 outcome = "denied"
             else:
                 outcome = "error"
+        record.outcome, record.error = outcome, error  # telemetry reads them too
+        if not self.auditor.enabled:
+            return out
         try:
             self.auditor.result(record, outcome, error)
         except AuditError as e:
             log.error("tool %s traceId %s: %s; the result is withheld", record.name, record.trace_id, e)
             sent = any("status" in r for r in record.requests) or record.attempted
+            record.outcome, record.error = "error", ErrorCode.AUDIT_FAILED
             return results.failure(_audit_failed(record.trace_id, sent=sent), results.meta(record.trace_id, []))
         return out
 

@@ -47,6 +47,7 @@ from openapi2mcp.runtime.resources import Catalog
 from openapi2mcp.runtime.signing import SIGNING_KEY_VAR, Signer, SigningKeyError
 from openapi2mcp.runtime.state import STATE_URL_VAR, KeyedResults, MemoryState, State, StateError, open_state
 from openapi2mcp.runtime.steps import Steps
+from openapi2mcp.runtime.telemetry import Telemetry
 from openapi2mcp.runtime.tools import Tool, compile_tools
 from openapi2mcp.runtime.views import Views
 from openapi2mcp.upstream import ConfigError, Upstream
@@ -99,10 +100,15 @@ class Runtime:
         self.catalog.auditor = self.auditor
         self.catalog.caller_of = lambda ctx: caller_from_context(ctx, self.local)
         self._warn_of_safety()
+        # telemetry (telemetry.py): spans and metrics of MCP requests, calls and upstream requests; off: no hook
+        self.telemetry = Telemetry(tracer_provider=options.tracer_provider, metrics=options.metrics,
+                                   targets=[*self.tools, *(p.name for p in manifest.prompts)],
+                                   redact=self.upstream.redactor.text)
+        self.upstream.observe = self.telemetry.observe
         steps = Steps(self.upstream, self.auditor, self.catalog, max_binary_bytes=options.max_binary_bytes)
         self.calls = Calls(self.views, Admission(self.limiter, self.policy), steps, self.auditor,
                            self.upstream.redactor, deadline=manifest.upstream.timeout.total,
-                           results=KeyedResults(self.state) if self.state.shared else None)
+                           results=KeyedResults(self.state) if self.state.shared else None, telemetry=self.telemetry)
 
     def _warn_of_safety(self) -> None:
         if self.policy.auto_approve:

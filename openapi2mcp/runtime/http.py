@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING
 
 import uvicorn
 from mcp.server.transport_security import TransportSecuritySettings
@@ -24,8 +25,11 @@ from openapi2mcp.runtime import auth as access_auth
 from openapi2mcp.runtime import httpguard
 from openapi2mcp.runtime.core import Runtime
 from openapi2mcp.runtime.logs import configure_logging
-from openapi2mcp.runtime.options import HttpOptions, is_loopback
+from openapi2mcp.runtime.options import HttpOptions, is_loopback, metrics_refusal
 from openapi2mcp.upstream import ConfigError
+
+if TYPE_CHECKING:
+    from openapi2mcp.runtime.metrics import MetricsServer
 
 
 def transport_security(
@@ -70,6 +74,7 @@ def http_app(runtime: Runtime, options: HttpOptions | None = None, *, log_level:
     if not config.enabled and not is_loopback(o.host) and not o.no_auth:
         raise ConfigError(access_auth.needs_auth_message(o.host))
     access_auth.require_public_url(config, host_checked=security.enable_dns_rebinding_protection)
+    metrics = _metrics_server(runtime, o)  # bound now: a taken port is a ConfigError, not a failed start-up
     server = runtime.build_server(stateless=o.stateless)
     mcp_app = server.streamable_http_app(
         streamable_http_path=o.path,
@@ -85,9 +90,13 @@ def http_app(runtime: Runtime, options: HttpOptions | None = None, *, log_level:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         try:
+            if metrics is not None:
+                metrics.start()
             async with server.session_manager.run():  # Mount does not run the sub-app's lifespan
                 yield
         finally:
+            if metrics is not None:
+                metrics.stop()
             await runtime.aclose()
 
     manifest = runtime.manifest
@@ -104,6 +113,20 @@ def http_app(runtime: Runtime, options: HttpOptions | None = None, *, log_level:
     middleware.append(Middleware(httpguard.WholeBody))  # the MCP app never starts on half a body
     routes.append(Mount("/", app=mcp_app))
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+
+
+def _metrics_server(runtime: Runtime, o: HttpOptions) -> MetricsServer | None:
+    """The /metrics listener of `o.metrics` (metrics.py), or None."""
+    if o.metrics is None:
+        return None
+    if runtime.telemetry.metrics is None:
+        raise ConfigError("HttpOptions(metrics=...) needs a Runtime with metrics on: RuntimeOptions(metrics=True)")
+    refusal = metrics_refusal(o.metrics, no_auth=o.no_auth)
+    if refusal:
+        raise ConfigError(refusal)
+    from openapi2mcp.runtime.metrics import MetricsServer
+
+    return MetricsServer(runtime.telemetry.metrics.registry, o.metrics.host, o.metrics.port, o.metrics.token)
 
 
 async def serve_http(

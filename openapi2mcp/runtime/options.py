@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     import httpx2
@@ -49,6 +49,10 @@ class RuntimeOptions:
     upstream_transport: httpx2.AsyncBaseTransport | None = None  # what sends upstream requests (None: the network)
     list_changed: bool = False  # serve --reload: declare listChanged, announce Runtime.reload (changes.py)
     state: State | str | None = None  # shared state: redis://... or a State (None: OPENAPI2MCP_STATE_URL, else memory)
+    # telemetry (telemetry.py, docs/telemetry.md): an OpenTelemetry TracerProvider to trace through
+    # (None: no tracing; `serve` makes one from the OTEL_* variables), and Prometheus metrics
+    tracer_provider: Any = None
+    metrics: bool = False
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,24 @@ class AuthOptions:
 
 
 @dataclass(frozen=True)
+class MetricsOptions:
+    """Where /metrics is served (metrics.MetricsServer): a listener of its own, loopback by default."""
+
+    host: str = "127.0.0.1"
+    port: int = 9464  # OpenTelemetry's and many exporters' Prometheus port
+    token: str | None = None  # when set, a scrape must send it as a bearer token (OPENAPI2MCP_METRICS_TOKEN)
+
+
+def metrics_refusal(metrics: MetricsOptions, *, no_auth: bool) -> str | None:
+    """Why /metrics cannot be served so (None: it can): off loopback it needs a token, or --no-auth said so."""
+    if is_loopback(metrics.host) or metrics.token or no_auth:
+        return None
+    return (f"serving /metrics on {metrics.host} (not loopback) needs a token: set OPENAPI2MCP_METRICS_TOKEN "
+            "(Prometheus sends it with `authorization: {credentials_file: ...}`), bind --metrics-host 127.0.0.1, or "
+            "pass --no-auth to serve it open")
+
+
+@dataclass(frozen=True)
 class HttpOptions:
     """How the Streamable HTTP transport serves a Runtime (http.py)."""
 
@@ -113,3 +135,4 @@ class HttpOptions:
     auth: AuthConfig | None = None  # auth.auth_config; None: no auth, which off loopback needs `no_auth`
     no_auth: bool = False
     limits: HttpLimits = HttpLimits()
+    metrics: MetricsOptions | None = None  # serve /metrics (needs RuntimeOptions(metrics=True))

@@ -60,6 +60,7 @@ from openapi2mcp.runtime import listing
 from openapi2mcp.runtime.access import Caller
 from openapi2mcp.runtime.audit import AuditError, Auditor, AuditRecord
 from openapi2mcp.runtime.limits import RateLimiter
+from openapi2mcp.runtime.telemetry import current_trace_id
 from openapi2mcp.shape import compile_expression, describe_error, dumps, error_path, search
 from openapi2mcp.upstream import ConfigError, Payload, Upstream, is_json_media
 
@@ -250,7 +251,7 @@ class Catalog:
         self, uri: str, *, protocol_version: str | None = None, caller: Caller | None = None
     ) -> types.ReadResourceResult:
         """Read one resource through the upstream; MCPError (coded for the era) when that fails."""
-        trace = uuid.uuid4().hex
+        trace = current_trace_id() or uuid.uuid4().hex  # the request's trace id when tracing is on
         who = {"id": caller.id, "transport": caller.transport} if caller else {"id": "unknown"}
         record = AuditRecord(event="resource_read", trace_id=trace, caller=who,
                              name=self.upstream.redactor.text(uri)[:300])

@@ -72,4 +72,9 @@ def build_server(runtime: Runtime, *, stateless: bool = False) -> Server[Any]:
     else:  # a reload may add the first resource or prompt, and replaces the catalog: each request finds it
         runtime.catalog.install(mcp_server, current=lambda: runtime.catalog)
         changes.install(mcp_server)
+    observed = runtime.telemetry.middleware()  # a span and metrics per MCP request (telemetry.py)
+    if observed is not None:
+        if runtime.telemetry.tracing is not None:  # our SERVER span replaces the SDK's (one span per request)
+            mcp_server.middleware = [m for m in mcp_server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]
+        mcp_server.middleware.append(observed)
     return mcp_server

@@ -32,6 +32,7 @@ SECTIONS: Final = {
     "safety": "safety (docs/safety.md)",
     "replicas": "replicas (docs/build.md#replicas-and-workers)",
     "limits": "HTTP limits (docs/access.md#http-transport-limits)",
+    "telemetry": "telemetry (docs/telemetry.md)",
 }
 
 
@@ -164,6 +165,9 @@ OPTIONS: Final[tuple[Option, ...]] = (
            "The stderr log level (info logs one line per tool call).", example="debug", default="warning",
            shown_default="warning (info in the container image)",
            choices=("debug", "info", "warning", "error", "critical"), metavar="LEVEL"),
+    Option("log_format", "--log-format", "OPENAPI2MCP_LOG_FORMAT", "choice",
+           "The stderr log lines: text, or json (one object a line, with the traceId of the call or request).",
+           example="json", default="text", choices=("text", "json"), metavar="text|json"),
     Option("no_auth", "--no-auth", "OPENAPI2MCP_NO_AUTH", "switch",
            "HTTP: serve a non-loopback address without auth (an explicit opt-out).", example="true",
            section="access"),
@@ -215,6 +219,19 @@ OPTIONS: Final[tuple[Option, ...]] = (
            "2026-07-28 era: a session would live in one process) and, when tools confirm, dry-run or are rate "
            "limited, --state.", example="2", default=1, bounds=(1, 256), metavar="N", section="replicas"),
     *(_limit(*limit) for limit in LIMIT_FLAGS),
+    Option("tracing", "--tracing", "OPENAPI2MCP_TRACING", "choice",
+           "OpenTelemetry traces, exported as the OTEL_* variables say (the otel extra): auto is on when "
+           "OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_TRACES_EXPORTER is set and the "
+           "extra is installed; on requires the extra.", example="off", default="auto", choices=("auto", "on", "off"),
+           metavar="auto|on|off", section="telemetry"),
+    Option("metrics", "--metrics", "OPENAPI2MCP_METRICS", "switch",
+           "HTTP: Prometheus metrics at /metrics, on a listener of its own (--metrics-host, --metrics-port); a "
+           "scrape sends $OPENAPI2MCP_METRICS_TOKEN when it is set.", example="on", section="telemetry"),
+    Option("metrics_host", "--metrics-host", "OPENAPI2MCP_METRICS_HOST", "text",
+           "HTTP: the address /metrics binds; a non-loopback one needs $OPENAPI2MCP_METRICS_TOKEN (or --no-auth).",
+           example="0.0.0.0", default="127.0.0.1", metavar="HOST", section="telemetry"),
+    Option("metrics_port", "--metrics-port", "OPENAPI2MCP_METRICS_PORT", "int", "HTTP: the port /metrics binds.",
+           example="9100", default=9464, bounds=(0, 65535), metavar="PORT", section="telemetry"),
 )
 
 CHECK: Final = Option("check", "--check", "", "switch",
@@ -227,6 +244,8 @@ ENV_ONLY: Final = (
      "(every scope) or `token:scope1 scope2`"),
     ("OPENAPI2MCP_SIGNING_KEY", "secret, 32+ characters: signs cursors, confirmations and dry-run tokens; replicas "
      "must share it (default: random per process)"),
+    ("OPENAPI2MCP_METRICS_TOKEN", "secret, 16+ characters: a scrape of /metrics must send it as a bearer token "
+     "(default: none on loopback; a non-loopback --metrics-host needs it)"),
     ("OPENAPI2MCP_DEBUG", "set: an internal error prints its traceback"),
 )
 """Variables without a flag: secrets never go on a command line."""
@@ -249,6 +268,7 @@ class RunOptions:
     allowed_origins: list[str] | None = None
     base_url: str | None = None
     log_level: str = "warning"
+    log_format: str = "text"  # text | json (runtime/logs.py)
     no_auth: bool = False
     auth_tokens: str | None = None  # the tokens file
     jwks_url: str | None = None
@@ -265,6 +285,10 @@ class RunOptions:
     state: str | None = None  # the shared state store's URL (a secret when it holds a password)
     workers: int = 1  # HTTP: processes on one port
     http_limits: HttpLimits = field(default_factory=HttpLimits)
+    tracing: str = "auto"  # auto | on | off (docs/telemetry.md)
+    metrics: bool = False
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = 9464
 
 
 _LIMITS: Final = frozenset(f.name for f in dataclasses.fields(HttpLimits))

@@ -31,7 +31,7 @@ from openapi2mcp.serving.options import CHECK, OPTIONS, SECTIONS, RunOptions, Us
 
 if TYPE_CHECKING:
     from openapi2mcp.manifest import Manifest
-    from openapi2mcp.runtime import AuthOptions, Runtime
+    from openapi2mcp.runtime import AuthOptions, MetricsOptions, Runtime
 
 
 Scope = MutableMapping[str, Any]
@@ -118,14 +118,16 @@ def serve(
 
     env = os.environ if environ is None else environ
     try:
-        configure_logging(options.log_level)
+        configure_logging(options.log_level, options.log_format)
     except ValueError as e:  # Unknown level: 'LOUD'
         raise ConfigError(f"--log-level: {e}") from None
     if options.base_url:  # the flag and the variable are one setting; the flag wins
         env = {**env, BASE_URL_VAR: options.base_url}
     http = options.transport == "http"
     env = _workers_key(options, env, prog)
-    runtime = runtime_for(manifest, options, env)  # resolves the upstream settings: a missing variable raises
+    metrics = _metrics(options, env)
+    provider = tracer_provider(manifest, options, env, prog)
+    runtime = runtime_for(manifest, options, env, provider)  # resolves the upstream settings: a missing variable raises
     if http:
         from openapi2mcp.runtime import auth_config, require_public_url, transport_security
 
@@ -135,39 +137,117 @@ def serve(
     _check_workers(options, runtime)
     notice = relative_server_notice(manifest.upstream, runtime.upstream.settings.base_url)
     if notice:
-        print(f"{prog}: note: {notice}", file=sys.stderr)
+        say(prog, f"note: {notice}", options)
     listed = len(runtime.tool_names)
     reached = anyio.run(_reach_state, runtime, check)  # the store's first answer (its client closes again)
-    if check:
-        anyio.run(runtime.aclose)
-        print(f"{prog}: configuration ok ({listed} tool(s), transport {options.transport}"
-              f"{', state ' + runtime.state.describe() if runtime.state.shared else ''})", file=sys.stderr)
+    try:
+        if check:
+            anyio.run(runtime.aclose)
+            say(prog, f"configuration ok ({listed} tool(s), transport {options.transport}"
+                f"{', state ' + runtime.state.describe() if runtime.state.shared else ''})", options)
+            return
+        if reached:
+            say(prog, f"note: {reached}", options)
+        if not http:
+            from openapi2mcp.runtime import serve_stdio
+
+            anyio.run(_alongside, serve_stdio(runtime), beside, runtime)
+            return
+        shared = f"; state: {runtime.state.describe()}" if runtime.state.shared else ""
+        workers = f" with {options.workers} workers" if options.workers > 1 else ""
+        anonymous = "" if auth.enabled else "; anonymous callers have " + runtime.local.describe()
+        say(prog, f"serving {listed} tool(s) at http://{_bracket(options.host)}:{options.port}{options.path}{workers} "
+            f"(auth: {auth.describe()}{anonymous}{shared})"
+            + (f"; metrics at http://{_bracket(metrics.host)}:{metrics.port}/metrics" if metrics else "")
+            + ("; tracing on" if provider is not None else ""), options)
+        if options.workers > 1:
+            anyio.run(runtime.aclose)  # each worker builds its own (workers.py)
+            from openapi2mcp.serving.workers import serve_workers
+
+            serve_workers(manifest, options, env)
+            return
+        app = http_app_for(runtime, options, env, metrics)
+        anyio.run(_alongside, _serve_uvicorn(app, options.host, options.port, options.log_level, options.http_limits,
+                                             json_logs=options.log_format == "json"), beside, runtime)
+    finally:
+        if provider is not None:
+            provider.shutdown()  # the spans still batched are exported
+
+
+def say(prog: str, text: str, options: RunOptions) -> None:
+    """A line for the operator on stderr: `prog: text`, or a JSON log line with --log-format json."""
+    if options.log_format != "json":
+        print(f"{prog}: {text}", file=sys.stderr)
         return
-    if reached:
-        print(f"{prog}: note: {reached}", file=sys.stderr)
-    if not http:
-        from openapi2mcp.runtime import serve_stdio
+    import logging
 
-        anyio.run(_alongside, serve_stdio(runtime), beside, runtime)
-        return
-    where = f"[{options.host}]" if ":" in options.host else options.host
-    shared = f"; state: {runtime.state.describe()}" if runtime.state.shared else ""
-    workers = f" with {options.workers} workers" if options.workers > 1 else ""
-    print(f"{prog}: serving {listed} tool(s) at http://{where}:{options.port}{options.path}{workers} "
-          f"(auth: {auth.describe()}{'' if auth.enabled else '; anonymous callers have ' + runtime.local.describe()}"
-          f"{shared})", file=sys.stderr)
-    if options.workers > 1:
-        anyio.run(runtime.aclose)  # each worker builds its own (workers.py)
-        from openapi2mcp.serving.workers import serve_workers
+    from openapi2mcp.runtime import JsonFormatter
 
-        serve_workers(manifest, options, env)
-        return
-    app = http_app_for(runtime, options, env)
-    anyio.run(_alongside, _serve_uvicorn(app, options.host, options.port, options.log_level, options.http_limits),
-              beside, runtime)
+    record = logging.makeLogRecord({"name": "openapi2mcp.serving", "levelname": "INFO", "levelno": logging.INFO,
+                                    "msg": text})
+    print(JsonFormatter().format(record), file=sys.stderr)
 
 
-def http_app_for(runtime: Runtime, options: RunOptions, env: Mapping[str, str]) -> ASGIApp:
+def _bracket(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+# the standard variables that say where traces go: with one of them set, --tracing auto is on
+OTEL_EXPORT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_TRACES_EXPORTER")
+
+
+def tracer_provider(manifest: Manifest, options: RunOptions, env: Mapping[str, str], prog: str) -> Any:
+    """The TracerProvider `--tracing` asks for (None: no tracing), configured by the OTEL_* variables.
+
+    auto: on when an OTEL_* variable says where traces go and the otel extra is installed (without
+    the extra, a note says what to install, and nothing of OpenTelemetry is loaded); on: the extra
+    is required; off, or OTEL_SDK_DISABLED=true: no tracing.
+    """
+    from openapi2mcp.runtime import tracing_installed
+    from openapi2mcp.upstream import ConfigError
+
+    configured = [v for v in OTEL_EXPORT_VARS if env.get(v)]
+    if options.tracing == "off" or (options.tracing == "auto" and not configured):
+        return None
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return None
+    if not tracing_installed():
+        install = "pip install 'openapi2mcp-runtime[otel]' (or 'openapi2mcp-tools[otel]'; packages: build --with otel)"
+        if options.tracing == "on":
+            raise ConfigError(f"--tracing on / OPENAPI2MCP_TRACING: the otel extra is not installed: {install}")
+        say(prog, f"note: {configured[0]} is set, but the otel extra is not installed, so nothing is traced: "
+            f"{install}", options)
+        return None
+    from openapi2mcp.runtime import provider_from_environment
+
+    return provider_from_environment(manifest.server.name, manifest.server.version)
+
+
+def _metrics(options: RunOptions, env: Mapping[str, str]) -> MetricsOptions | None:
+    """Where /metrics is served (None: metrics are off); a configuration it refuses is a ConfigError."""
+    from openapi2mcp.runtime import MetricsOptions, metrics_refusal
+    from openapi2mcp.upstream import ConfigError
+
+    if not options.metrics:
+        return None
+    if options.transport != "http":
+        raise ConfigError("--metrics / OPENAPI2MCP_METRICS: /metrics is served with the HTTP transport; add "
+                          "--transport http (a stdio server has no listener to scrape)")
+    token = env.get(METRICS_TOKEN_VAR, "").strip() or None
+    if token is not None and len(token) < 16:
+        raise ConfigError(f"{METRICS_TOKEN_VAR}: a token needs 16 characters or more")
+    metrics = MetricsOptions(host=options.metrics_host, port=options.metrics_port, token=token)
+    refusal = metrics_refusal(metrics, no_auth=options.no_auth)
+    if refusal:
+        raise ConfigError(refusal)
+    return metrics
+
+
+METRICS_TOKEN_VAR = "OPENAPI2MCP_METRICS_TOKEN"
+
+
+def http_app_for(runtime: Runtime, options: RunOptions, env: Mapping[str, str],
+                 metrics: MetricsOptions | None = None) -> ASGIApp:
     """The Streamable HTTP app the run options describe (one process, or each worker of --workers)."""
     from openapi2mcp.runtime import HttpOptions, auth_config, http_app
 
@@ -175,7 +255,8 @@ def http_app_for(runtime: Runtime, options: RunOptions, env: Mapping[str, str]) 
     app: ASGIApp = http_app(runtime, HttpOptions(
         host=options.host, port=options.port, path=options.path, stateless=options.stateless,
         allowed_hosts=options.allowed_hosts, allowed_origins=options.allowed_origins, auth=auth,
-        no_auth=options.no_auth, json_response=not options.sse, limits=options.http_limits))
+        no_auth=options.no_auth, json_response=not options.sse, limits=options.http_limits,
+        metrics=metrics))
     return app
 
 
@@ -235,6 +316,9 @@ def _check_workers(options: RunOptions, runtime: Runtime) -> None:
     if options.reload:
         raise ConfigError(f"--workers {options.workers} cannot --reload: the workers would each serve the Manifest "
                           "they started with; author with one process, then serve with workers")
+    if options.metrics:
+        raise ConfigError(f"--workers {options.workers} cannot --metrics: each worker would count its own calls "
+                          "behind one port; scrape one process per replica instead (docs/telemetry.md)")
     if options.transport != "http":
         raise ConfigError(f"--workers {options.workers} serves Streamable HTTP: add --transport http (stdio is one "
                           "process per client)")
@@ -258,7 +342,7 @@ def _check_workers(options: RunOptions, runtime: Runtime) -> None:
                           "give --state redis://host:6379/0 (OPENAPI2MCP_STATE_URL), or serve one worker")
 
 
-def runtime_for(manifest: Manifest, options: RunOptions, env: Mapping[str, str]) -> Runtime:
+def runtime_for(manifest: Manifest, options: RunOptions, env: Mapping[str, str], provider: Any = None) -> Runtime:
     """The Runtime the run options describe (the one place serving constructs it)."""
     from openapi2mcp.manifest import parse_rate_limit
     from openapi2mcp.runtime import Runtime, RuntimeOptions, local_caller
@@ -271,7 +355,8 @@ def runtime_for(manifest: Manifest, options: RunOptions, env: Mapping[str, str])
     local = local_caller("http" if options.transport == "http" else "stdio", local_scopes(options.scopes))
     return Runtime(manifest, RuntimeOptions(environ=env, local=local, rate_limit=limit,
                                             auto_approve=options.auto_approve, audit_log=options.audit_log,
-                                            list_changed=options.reload, state=options.state))
+                                            list_changed=options.reload, state=options.state,
+                                            tracer_provider=provider, metrics=options.metrics))
 
 
 def auth_options(options: RunOptions) -> AuthOptions:
@@ -302,13 +387,16 @@ def local_scopes(text: str | None) -> frozenset[str] | None:
         raise ConfigError(f"--scopes / {SCOPES_VAR}: {e}") from None
 
 
-async def _serve_uvicorn(app: ASGIApp, host: str, port: int, log_level: str, limits: HttpLimits) -> None:
+async def _serve_uvicorn(app: ASGIApp, host: str, port: int, log_level: str, limits: HttpLimits, *,
+                         json_logs: bool = False) -> None:
     import uvicorn
+    from uvicorn.config import LOGGING_CONFIG
 
     from openapi2mcp.runtime import uvicorn_settings
 
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level.lower(), lifespan="on",
-                            timeout_graceful_shutdown=10, server_header=False, **uvicorn_settings(limits))
+                            timeout_graceful_shutdown=10, server_header=False, **uvicorn_settings(limits),
+                            log_config=None if json_logs else LOGGING_CONFIG)  # JSON: our handler stays
     await uvicorn.Server(config).serve()
 
 

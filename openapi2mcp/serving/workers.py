@@ -73,13 +73,14 @@ def worker_app() -> Any:
     """One worker's app: the Runtime and HTTP app the parent checked, built again in this process."""
     from openapi2mcp.manifest import Manifest
     from openapi2mcp.runtime import configure_logging
-    from openapi2mcp.serving.package import http_app_for, runtime_for
+    from openapi2mcp.serving.package import http_app_for, runtime_for, tracer_provider
 
     with open(os.environ[WORKER_VAR], "rb") as run:
         manifest_json, options = pickle.load(run)  # written by serve_workers, in a folder only this user reads
-    configure_logging(options.log_level)
+    configure_logging(options.log_level, options.log_format)
     WorkerH11.header_timeout = options.http_limits.header_timeout
     WorkerH11.body_timeout = options.http_limits.body_timeout
     env = dict(os.environ)
     manifest = Manifest.from_json(manifest_json)
-    return http_app_for(runtime_for(manifest, options, env), options, env)
+    provider = tracer_provider(manifest, options, env, "worker")  # each process exports its own spans
+    return http_app_for(runtime_for(manifest, options, env, provider), options, env)

@@ -9,6 +9,7 @@ redirects: a few same-origin ones are followed for GET/HEAD; the body is streame
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Mapping
 from contextvars import ContextVar
@@ -21,6 +22,7 @@ from openapi2mcp.errors import ErrorCode, ToolFailure
 from openapi2mcp.manifest import IDEMPOTENT_METHODS, FailureMode, OperationSpec, RetrySpec, UpstreamSpec
 from openapi2mcp.upstream import retry
 from openapi2mcp.upstream.failures import status_failure, timed_out, too_large, unavailable
+from openapi2mcp.upstream.observe import Observe, Sent, add_propagated
 from openapi2mcp.upstream.request import (
     RESERVED_HEADERS,
     EncodedBody,
@@ -69,6 +71,7 @@ class Upstream:
         self.spec = spec
         self.settings = resolve_settings(spec, env, require_secrets=require_secrets)
         self.transport = transport
+        self.observe: Observe | None = None  # telemetry's hook around each attempt (observe.py)
         self._client: httpx2.AsyncClient | None = None
         redact_logs(self.settings.redactor)
 
@@ -115,6 +118,7 @@ class Upstream:
                 del prepared.headers[same]
             prepared.headers[name] = value
         add_forwarded(prepared.headers)
+        add_propagated(prepared.headers)  # trace context, while telemetry observes a send
         return prepared
 
     async def send(
@@ -183,8 +187,19 @@ class Upstream:
             shown = {"operation": op.id, "method": op.method.upper(), **entry, "retried": True}
             requests.append({**shown, "step": step} if step else shown)
 
+        attempts = itertools.count()  # the resend count telemetry reports
+
+        async def attempt() -> UpstreamResponse:
+            if self.observe is None:
+                return await self.send(op, inputs, evaluate, headers=headers)
+            sent = self._sent(op, next(attempts))
+            with self.observe(sent):  # a span and metrics per attempt; the status is read on exit
+                resp = await self.send(op, inputs, evaluate, headers=headers)
+                sent.status = resp.status
+                return resp
+
         try:
-            resp = await retry.send(lambda: self.send(op, inputs, evaluate, headers=headers), plan, on_retry=retried)
+            resp = await retry.send(attempt, plan, on_retry=retried)
         except anyio.get_cancelled_exc_class():  # the call was cancelled: the request may have reached the upstream
             entry = {"operation": op.id, "method": op.method.upper(), "status": None, "cancelled": True}
             requests.append({**entry, "step": step} if step else entry)
@@ -203,6 +218,13 @@ class Upstream:
                 status=resp.status,
             )
         return resp, payload
+
+    def _sent(self, op: OperationSpec, resend: int) -> Sent:
+        base = self.settings.base_url
+        scheme, host, port = self.settings.origin
+        route = self.redactor.text(base.path.rstrip("/") + op.path)  # a secret in the base URL's path stays out
+        return Sent(operation=op.id, method=op.method.upper(), route=route, scheme=scheme,
+                    host=self.redactor.text(host), port=port, resend=resend)
 
     async def _send(self, client: httpx2.AsyncClient, request: httpx2.Request) -> httpx2.Response:
         try:
