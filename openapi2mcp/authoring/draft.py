@@ -24,12 +24,13 @@ import textwrap
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from openapi2mcp.authoring.facts import Op, Resolver, read_ops
+from openapi2mcp.authoring.facts import Op, read_ops
 from openapi2mcp.authoring.grouping import NON_TASK_METHODS, Placed, group, subtree_sizes
 from openapi2mcp.authoring.ranking import rank
 from openapi2mcp.authoring.risk import admin_reason, forbidden_reason
 from openapi2mcp.authoring.setup import draft_setup
 from openapi2mcp.authoring.shaping import Shape
+from openapi2mcp.authoring.specdoc import SpecDoc
 from openapi2mcp.authoring.tools import (
     Tool,
     Use,
@@ -118,12 +119,12 @@ def draft_overlay(spec: LoadedSpec, *, max_tools: int = DEFAULT_MAX_TOOLS, name:
     if max_tools < 1:
         raise InputError.at(f"--max-tools must be at least 1, got {max_tools}")
     raw = compile_manifest(spec, all_operations=True).manifest
-    ops, skipped = read_ops(spec.document, raw)
-    resolver = Resolver(spec.document)
+    doc = SpecDoc(spec.document)
+    ops, skipped = read_ops(doc, raw)
     hidden = [NotExposed(key, key, why, "skipped by the compiler") for key, why in skipped]
     candidates: list[Tool] = []
     forbidden: list[Tool] = []
-    for resource in group(ops, resolver):
+    for resource in group(ops, doc):
         reads: list[Placed] = []
         writes: list[Placed] = []
         for p in resource.placed:
@@ -135,9 +136,9 @@ def draft_overlay(spec: LoadedSpec, *, max_tools: int = DEFAULT_MAX_TOOLS, name:
                 hidden.append(NotExposed(p.op.ref, p.op.key, why[1], why[0]))
             else:
                 (reads if p.read else writes).append(p)
-        candidates.extend(build_tools(resource, reads, writes, resolver))
+        candidates.extend(build_tools(resource, reads, writes, doc))
     _unique_names([*candidates, *forbidden])
-    ranked = rank(candidates, subtree_sizes(group(ops, resolver)))
+    ranked = rank(candidates, subtree_sizes(group(ops, doc)))
     exposed, over = ranked[:max_tools], ranked[max_tools:]
     hidden.extend(_over(over, max_tools))
     setup = draft_setup(spec.document, raw, ops)

@@ -26,8 +26,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from openapi2mcp.authoring.facts import Arg, Op, Resolver
+from openapi2mcp.authoring.facts import Arg, Op
 from openapi2mcp.authoring.grouping import list_key
+from openapi2mcp.authoring.specdoc import SpecDoc
 
 PAGE = ("page", "page_number", "pagenumber", "pageindex", "page_index", "pageno")
 SIZE = ("per_page", "perpage", "page_size", "pagesize", "limit", "_limit", "size", "count", "max_results",
@@ -76,12 +77,12 @@ def _ref(arg: Arg) -> str:
     return arg.wire
 
 
-def detect(op: Op, resolver: Resolver) -> tuple[Paging | None, str]:
+def detect(op: Op, doc: SpecDoc) -> tuple[Paging | None, str]:
     """The paging of a list operation, or (None, why not)."""
     body = op.response
     if body is None:
         return None, "no JSON response to page through"
-    items, item_schema = _items(body, resolver)
+    items, item_schema = _items(body, doc)
     if items is None:
         return None, "the response holds no list"
     headers = {h.lower(): h for h in op.response_headers}
@@ -89,7 +90,7 @@ def detect(op: Op, resolver: Resolver) -> tuple[Paging | None, str]:
     page = _find(op.args, PAGE)
     offset = _find(op.args, OFFSET)
     cursor = _find(op.args, CURSOR)
-    total = _total(body, resolver) if items else None
+    total = _total(body, doc) if items else None
     base: dict[str, Any] = {}
     if items:
         base["items"] = items
@@ -130,10 +131,10 @@ def detect(op: Op, resolver: Resolver) -> tuple[Paging | None, str]:
             block["size_param"] = _ref(size)
         return finish(block, f"the `{cursor_header}` response header holds the next cursor", cursor)
     if cursor is not None:
-        found = _next_cursor(body, resolver)
-        if found is None and items and _has_more(body, resolver):
-            item_id = "id" in resolver.properties(item_schema or {})
-            last_id = "last_id" in resolver.properties(body)
+        found = _next_cursor(body, doc)
+        if found is None and items and _has_more(body, doc):
+            item_id = "id" in doc.properties(item_schema or {})
+            last_id = "last_id" in doc.properties(body)
             if last_id:
                 found = "has_more && last_id || `null`"
             elif item_id:
@@ -163,7 +164,7 @@ def detect(op: Op, resolver: Resolver) -> tuple[Paging | None, str]:
         if total:
             block["total"] = total
         return finish(block, f"`{page.wire}` and `{size.wire}` parameters", page)
-    next_url = _next_url(body, resolver)
+    next_url = _next_url(body, doc)
     if next_url is not None:
         block = {"style": "next_url", "next": next_url}
         if size is not None:
@@ -182,31 +183,31 @@ def paging_params(op: Op) -> list[str]:
     return [a.wire for a in op.args.values() if a.location in ("query", "body") and a.wire.lower() in names]
 
 
-def _items(body: dict[str, Any], resolver: Resolver) -> tuple[str | None, dict[str, Any] | None]:
+def _items(body: dict[str, Any], doc: SpecDoc) -> tuple[str | None, dict[str, Any] | None]:
     """('' for a bare array | the list's JMESPath | None, the item schema)."""
-    if "array" in resolver.types(body):
-        return "", resolver.items(body)
-    key = list_key(body, resolver)
+    if "array" in doc.types(body):
+        return "", doc.items(body)
+    key = list_key(body, doc)
     if key is None:
         return None, None
-    return jmes_field(key), resolver.items(resolver.properties(body)[key])
+    return jmes_field(key), doc.items(doc.properties(body)[key])
 
 
-def _scalar(schema: dict[str, Any], resolver: Resolver, kinds: set[str]) -> bool:
-    types = resolver.types(schema)
+def _scalar(schema: dict[str, Any], doc: SpecDoc, kinds: set[str]) -> bool:
+    types = doc.types(schema)
     return bool(types) and types <= kinds
 
 
-def _fields(body: dict[str, Any], resolver: Resolver) -> list[tuple[str, dict[str, Any], str]]:
+def _fields(body: dict[str, Any], doc: SpecDoc) -> list[tuple[str, dict[str, Any], str]]:
     """(JMESPath, schema, lower-case leaf name) of the top-level fields and those of known containers."""
     out = []
-    for name, schema in resolver.properties(body).items():
+    for name, schema in doc.properties(body).items():
         out.append((jmes_field(name), schema, name.lower()))
-        if name.lower() in NEXT_CONTAINERS and "object" in resolver.types(schema):
-            for sub, sub_schema in resolver.properties(schema).items():
+        if name.lower() in NEXT_CONTAINERS and "object" in doc.types(schema):
+            for sub, sub_schema in doc.properties(schema).items():
                 out.append((f"{jmes_field(name)}.{jmes_field(sub)}", sub_schema, sub.lower()))
-                if sub.lower() == "next" and "object" in resolver.types(sub_schema):  # _links.next.href
-                    for leaf, leaf_schema in resolver.properties(sub_schema).items():
+                if sub.lower() == "next" and "object" in doc.types(sub_schema):  # _links.next.href
+                    for leaf, leaf_schema in doc.properties(sub_schema).items():
                         out.append((f"{jmes_field(name)}.next.{jmes_field(leaf)}", leaf_schema, f"next.{leaf.lower()}"))
     return out
 
@@ -216,33 +217,33 @@ def _is_url(schema: dict[str, Any], name: str) -> bool:
     return "uri" in text or "url" in text or "link" in text or name.endswith(".href")
 
 
-def _next_cursor(body: dict[str, Any], resolver: Resolver) -> str | None:
-    for path, schema, leaf in _fields(body, resolver):
-        if leaf in NEXT_CURSOR_FIELDS and _scalar(schema, resolver, {"string", "integer"}) and not (
+def _next_cursor(body: dict[str, Any], doc: SpecDoc) -> str | None:
+    for path, schema, leaf in _fields(body, doc):
+        if leaf in NEXT_CURSOR_FIELDS and _scalar(schema, doc, {"string", "integer"}) and not (
             _is_url(schema, leaf) and leaf != "cursor"
         ):
             return path
     return None
 
 
-def _next_url(body: dict[str, Any], resolver: Resolver) -> str | None:
-    for path, schema, leaf in _fields(body, resolver):
+def _next_url(body: dict[str, Any], doc: SpecDoc) -> str | None:
+    for path, schema, leaf in _fields(body, doc):
         name = leaf.split(".")[-1]
-        if (leaf in NEXT_URL_FIELDS or leaf == "next.href") and _scalar(schema, resolver, {"string"}) and (
+        if (leaf in NEXT_URL_FIELDS or leaf == "next.href") and _scalar(schema, doc, {"string"}) and (
             name != "next" or _is_url(schema, "") or "." in path
         ):
             return path
     return None
 
 
-def _has_more(body: dict[str, Any], resolver: Resolver) -> bool:
-    props = resolver.properties(body)
-    return any(n.lower() in ("has_more", "hasmore") and _scalar(s, resolver, {"boolean"}) for n, s in props.items())
+def _has_more(body: dict[str, Any], doc: SpecDoc) -> bool:
+    props = doc.properties(body)
+    return any(n.lower() in ("has_more", "hasmore") and _scalar(s, doc, {"boolean"}) for n, s in props.items())
 
 
-def _total(body: dict[str, Any], resolver: Resolver) -> str | None:
-    for path, schema, leaf in _fields(body, resolver):
-        if leaf in TOTAL_FIELDS and _scalar(schema, resolver, {"integer"}):
+def _total(body: dict[str, Any], doc: SpecDoc) -> str | None:
+    for path, schema, leaf in _fields(body, doc):
+        if leaf in TOTAL_FIELDS and _scalar(schema, doc, {"integer"}):
             return path
     return None
 

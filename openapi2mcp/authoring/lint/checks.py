@@ -19,14 +19,7 @@ from openapi2mcp.authoring.lint.text import (
     stated_bounds,
 )
 from openapi2mcp.authoring.lint.views import BranchView, LintContext, ToolView
-from openapi2mcp.authoring.specdoc import (
-    SpecOperation,
-    body_properties,
-    resolve,
-    structure_size,
-    success_headers,
-    success_schema,
-)
+from openapi2mcp.authoring.specdoc import SpecOperation
 from openapi2mcp.compiler import pin_warning
 from openapi2mcp.manifest import RISK_ORDER, SAFE_METHODS, needs_confirmation
 
@@ -132,7 +125,7 @@ def arg_bounds(ctx: LintContext) -> Iterator[Hit]:
 
 def _paging_params(ctx: LintContext, op: SpecOperation) -> list[tuple[str, str]]:
     names = [str(p.get("name")) for p in op.params if p.get("in") in ("query", "header")]
-    names += [f"body.{k}" for k in body_properties(ctx.document, op)]
+    names += [f"body.{k}" for k in ctx.doc.body_properties(op)]
     out = []
     for n in names:
         kind = page_param_kind(n.removeprefix("body."))
@@ -142,7 +135,7 @@ def _paging_params(ctx: LintContext, op: SpecOperation) -> list[tuple[str, str]]
 
 
 def _has_next(ctx: LintContext, body: dict[str, Any] | None) -> bool:
-    props = resolve(ctx.document, body).get("properties") if isinstance(body, dict) else None
+    props = body.get("properties") if isinstance(body, dict) else None
     return isinstance(props, dict) and any(squash(k) in NEXT_LINKS for k in props)
 
 
@@ -155,9 +148,10 @@ def pagination(ctx: LintContext) -> Iterator[Hit]:
             if op.method not in SAFE_METHODS and RISK_ORDER[b.branch.risk] > RISK_ORDER["low"]:
                 continue  # a write that takes a `limit` is not a list
             params = _paging_params(ctx, op)
-            linked = "link" in success_headers(ctx.document, op)
-            body = success_schema(ctx.document, op)
-            shape = list_shape(body, lambda s: resolve(ctx.document, s))
+            success = ctx.doc.success(op)
+            linked = "link" in {h.lower() for h in success.headers}
+            body = success.schema
+            shape = list_shape(body, ctx.doc.resolve)
             # a page size alone is "the first N" (a search's best hits): paging needs a position or a next link
             if shape is None or not (any(k == "position" for _, k in params) or linked or _has_next(ctx, body)):
                 continue
@@ -181,10 +175,10 @@ def response_select(ctx: LintContext) -> Iterator[Hit]:
                 continue
             if b.branch.pagination is not None and b.branch.pagination.item_select:
                 continue
-            schema = success_schema(ctx.document, b.operations[0])
+            schema = ctx.doc.success(b.operations[0]).schema
             if schema is None:
                 continue
-            size = structure_size(ctx.document, schema, cap)
+            size = ctx.doc.structure_size(schema, cap)
             if size > cap:
                 yield Hit(f"{b.label} returns the whole {b.operations[0].key} response, whose schema describes "
                           f"more than {cap:,} bytes of fields, without `response.select`", (*b.path, "operation"),

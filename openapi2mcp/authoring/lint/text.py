@@ -125,6 +125,8 @@ def list_shape(schema: dict[str, Any] | None, resolve: Any) -> str | None:
     if not isinstance(schema, dict):
         return None
     schema = resolve(schema)
+    if not isinstance(schema, dict):
+        return None
     for key in ("allOf", "anyOf", "oneOf"):
         for sub in schema.get(key) or []:
             found = list_shape(sub, resolve)

@@ -14,7 +14,7 @@ from typing import Any
 
 from openapi2mcp.authoring.lint.model import LintOptions
 from openapi2mcp.authoring.project import Project
-from openapi2mcp.authoring.specdoc import SpecOperation, find_operation
+from openapi2mcp.authoring.specdoc import SpecDoc, SpecOperation
 from openapi2mcp.manifest import DRY_RUN_ARG, DRY_RUN_TOKEN_ARG, Branch, ResponseSpec, ToolSpec
 from openapi2mcp.overlay import KeyPath, OperationUse, OverlayFile, ToolDef, ToolOverlay
 
@@ -89,9 +89,10 @@ class LintContext:
     overlay: OverlayFile
     tools: list[ToolView] = field(default_factory=list)
 
-    @property
-    def document(self) -> dict[str, Any]:
-        return self.project.spec.document
+    @cached_property
+    def doc(self) -> SpecDoc:
+        """The spec's own words (the loaded document, its refs followed)."""
+        return SpecDoc(self.project.spec.document)
 
     @property
     def written(self) -> ToolOverlay:
@@ -141,8 +142,7 @@ def _branches(ctx: LintContext, tool: ToolSpec, written: ToolDef | None, path: K
         defs = [(path, None)] * len(tool.branches)
     out = []
     for (at, bdef), branch in zip(defs, tool.branches, strict=True):
-        ops = [find_operation(ctx.document, s.operation.method, s.operation.path, s.operation.id)
-               for s in branch.steps]
+        ops = [ctx.doc.operation(s.operation.method, s.operation.path, s.operation.id) for s in branch.steps]
         out.append(BranchView(key=branch.key, path=at, branch=branch, written=bdef,
                               operations=[o for o in ops if o is not None], tool=tool))
     return out
