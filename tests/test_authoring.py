@@ -39,6 +39,15 @@ paths:
         - {name: body, in: body, schema: {$ref: "#/definitions/Thing"}}
       responses:
         201: {description: made, schema: {$ref: "#/definitions/Thing"}}
+  /things/{id}/export:
+    post:
+      operationId: exportThing
+      produces: ["*/*"]
+      parameters:
+        - {name: id, in: path, required: true, type: string}
+      responses:
+        202: {description: queued, schema: {type: object, properties: {job: {type: string}}}}
+        201: {description: exported, schema: {$ref: "#/definitions/Thing"}}
 definitions:
   Page:
     type: object
@@ -62,7 +71,7 @@ def _doc(tmp_path: Path) -> SpecDoc:
 def test_a_converted_swagger_document_reads_like_a_3x_one(tmp_path: Path) -> None:
     doc = _doc(tmp_path)
     ops = {o.key: o for o in doc.operations()}
-    assert list(ops) == ["GET /things", "POST /things"]  # spec order, the path item's methods in HTTP order
+    assert list(ops) == ["GET /things", "POST /things", "POST /things/{id}/export"]  # spec order, the path item's methods in HTTP order
     listing = ops["GET /things"]
     assert listing.id == "listThings" and listing.summary == "List things\n\nA page of things."
     params = {p["name"]: p for p in listing.params}  # the path's parameters merged in, the operation's win
@@ -74,6 +83,8 @@ def test_a_converted_swagger_document_reads_like_a_3x_one(tmp_path: Path) -> Non
     create = ops["POST /things"]
     assert set(doc.body_properties(create)) == {"id", "name", "parent"}  # the body parameter, converted
     assert doc.success(create).status == "201" and doc.success(create).schema is not None
+    export = doc.success(ops["POST /things/{id}/export"])  # as the compiler reads it: the lowest 2xx, `*/*` is JSON
+    assert export.status == "201" and export.schema is not None and "name" in doc.properties(export.schema)
     assert doc.operation("get", "/things", "listThings") == listing
     assert doc.operation("delete", "/things", "x") is None and doc.operation("get", "/nope", "x") is None
 

@@ -14,7 +14,6 @@ integer status keys (`200:`) read as strings.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +21,13 @@ from typing import Any
 MAX_HOPS = 32  # a $ref chain longer than this is a cycle
 MAX_DEPTH = 8  # levels of allOf/anyOf/oneOf looked into
 HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")  # a path item's order
-JSON_MEDIA = re.compile(r"^application/([\w.+-]*\+)?json\b|^application/[\w.+-]*json", re.I)
+
+
+def is_json(media: str) -> bool:
+    """A media type whose schema describes a JSON body, as the compiler reads it: application/json, any
+    `+json` type, or `*/*` (what a converted Swagger 2.0 `produces: ["*/*"]` gives: Kubernetes)."""
+    base = media.split(";")[0].strip().lower()
+    return base in ("application/json", "*/*") or base.endswith("+json")
 
 
 @dataclass(frozen=True)
@@ -48,7 +53,7 @@ class SpecOperation:
 
 @dataclass(frozen=True)
 class Success:
-    """The main success response (200, else the first 2xx): its status, JSON schema and headers."""
+    """The main success response (200, else the lowest 2xx): its status, JSON schema and headers."""
 
     status: str | None
     schema: dict[str, Any] | None  # refs resolved at the top; None: no JSON body documented
@@ -169,27 +174,26 @@ class SpecDoc:
         return SpecOperation(id=op_id, method=method.upper(), path=path, node=node, params=list(merged.values()))
 
     def success(self, op: SpecOperation) -> Success:
-        """The main success response: 200, else the first 2xx the spec lists; its JSON schema and headers."""
+        """The main success response as the compiler picks it: 200, else the lowest other 2xx whose response
+        resolves; its JSON schema and headers."""
         responses = op.node.get("responses")
         if not isinstance(responses, dict):
             return Success(None, None)
         codes: dict[str, Any] = {}
         for c in responses:
-            codes.setdefault(str(c), c)
-        status = "200" if "200" in codes else next((c for c in codes if c.startswith("2")), None)
-        if status is None:
-            return Success(None, None)
-        response = self.resolve(responses[codes[status]])
-        if not isinstance(response, dict):
-            return Success(status, None)
-        headers = [h for h in (response.get("headers") or {}) if isinstance(h, str)]
-        return Success(status, self._json_schema(response), headers)
+            codes.setdefault(str(c), c)  # YAML keys `200:` as an integer
+        for status in sorted((c for c in codes if c.startswith("2")), key=lambda c: (c != "200", c)):
+            response = self.resolve(responses[codes[status]])
+            if isinstance(response, dict):
+                headers = [h for h in (response.get("headers") or {}) if isinstance(h, str)]
+                return Success(status, self._json_schema(response), headers)
+        return Success(None, None)
 
     def _json_schema(self, holder: dict[str, Any]) -> dict[str, Any] | None:
         """The schema of a response's or request body's first JSON media type (None: none documented)."""
         content = holder.get("content")
         for media, entry in (content if isinstance(content, dict) else {}).items():
-            if JSON_MEDIA.match(str(media)) and isinstance(entry, dict):
+            if is_json(str(media)) and isinstance(entry, dict):
                 schema = self.resolve(entry.get("schema"))
                 return schema if isinstance(schema, dict) else None
         return None
