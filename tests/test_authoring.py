@@ -6,10 +6,21 @@ a hand-made document only for what no loader lets through (a ref chain that come
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
+from typing import Any
 
+import pytest
+import yaml
+
+from openapi2mcp.authoring import LintOptions, draft_overlay, load_project, run_lint
+from openapi2mcp.authoring.paging import spec_paging
 from openapi2mcp.authoring.specdoc import SpecDoc
 from openapi2mcp.loader import load_spec
+from tests.conftest import corpus_file
+from tests.local import EXAMPLES, ROOT
+
+THIRDPARTY = ROOT / "tests" / "specs" / "thirdparty"
 
 SWAGGER = """\
 swagger: "2.0"
@@ -71,7 +82,8 @@ def _doc(tmp_path: Path) -> SpecDoc:
 def test_a_converted_swagger_document_reads_like_a_3x_one(tmp_path: Path) -> None:
     doc = _doc(tmp_path)
     ops = {o.key: o for o in doc.operations()}
-    assert list(ops) == ["GET /things", "POST /things", "POST /things/{id}/export"]  # spec order, the path item's methods in HTTP order
+    # spec order, a path item's methods in HTTP order
+    assert list(ops) == ["GET /things", "POST /things", "POST /things/{id}/export"]
     listing = ops["GET /things"]
     assert listing.id == "listThings" and listing.summary == "List things\n\nA page of things."
     params = {p["name"]: p for p in listing.params}  # the path's parameters merged in, the operation's win
@@ -81,7 +93,12 @@ def test_a_converted_swagger_document_reads_like_a_3x_one(tmp_path: Path) -> Non
     assert success.schema is not None and set(doc.properties(success.schema)) == {"items"}
     assert set(doc.properties(doc.items(doc.properties(success.schema)["items"]))) == {"id", "name", "parent"}
     create = ops["POST /things"]
-    assert set(doc.body_properties(create)) == {"id", "name", "parent"}  # the body parameter, converted
+    args = doc.arguments(create)  # the path's parameters, and the body parameter's properties by their names
+    assert {a.name: a.location for a in args.values()} == {"page": "query", "tag": "query", "id": "body",
+                                                           "name": "body", "parent": "body"}
+    assert {a.name: a.location for a in doc.arguments(listing).values()} == {"page": "query", "tag": "query",
+                                                                             "per_page": "query"}
+    assert doc.arguments(listing)["per_page"].schema == {"type": "integer", "maximum": 50}
     assert doc.success(create).status == "201" and doc.success(create).schema is not None
     export = doc.success(ops["POST /things/{id}/export"])  # as the compiler reads it: the lowest 2xx, `*/*` is JSON
     assert export.status == "201" and export.schema is not None and "name" in doc.properties(export.schema)
@@ -103,3 +120,81 @@ def test_cycles_and_dangling_refs_read_as_nothing(tmp_path: Path) -> None:
     for _ in range(50):  # combinations nested past MAX_DEPTH stop being looked into
         deep = {"allOf": [deep]}
     assert loop.types(deep) == set()
+
+
+# ============================================================================ one paging detector
+
+
+def _paged_by_init(text: str) -> tuple[dict[str, dict[str, Any]], set[str]]:
+    """From a draft: operation -> the `pagination` block init drafted, and every read it exposes."""
+    paged: dict[str, dict[str, Any]] = {}
+    reads: set[str] = set()
+    for tool in yaml.safe_load(text)["tools"]:
+        branches = [tool] if "operation" in tool else [*(tool.get("actions") or {}).values(), *(tool.get("variants")
+                                                                                                or [])]
+        for b in branches:
+            if b.get("risk", tool.get("risk")) == "low":
+                reads.add(b["operation"])
+            if "pagination" in b:
+                paged[b["operation"]] = b["pagination"]
+    return paged, reads
+
+
+AGREEMENT_SPECS = [*(str(p.relative_to(ROOT)) for p in sorted(EXAMPLES.glob("*/openapi.yaml"))),
+                   *(str(p.relative_to(ROOT)) for p in sorted(THIRDPARTY.glob("*.[jy]*[ln]"))),
+                   "corpus:apis-guru/slack.com.json", "corpus:apis-guru/spotify.com.json",
+                   pytest.param("corpus:github/api.github.com.json", marks=pytest.mark.slow),
+                   pytest.param("corpus:stripe/spec3.json", marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("name", AGREEMENT_SPECS)
+def test_lint_asks_for_exactly_the_pagination_init_drafts(name: str, tmp_path: Path) -> None:
+    """Every read init drafted, exposed without `pagination`: lint flags exactly the ones init paged (link,
+    page, offset, body and header cursors among them), and its fix is init's block, key for key."""
+    spec = corpus_file(name.removeprefix("corpus:")) if name.startswith("corpus:") else ROOT / name
+    draft = draft_overlay(load_spec(str(spec)), name="draft.yaml")
+    paged, reads = _paged_by_init(draft.text)
+    bare = tmp_path / "bare.yaml"
+    tools = [{"name": f"t{i}", "operation": op, "risk": "low"} for i, op in enumerate(sorted(reads))]
+    bare.write_text(yaml.safe_dump({"openapi2mcp": 1, "upstream": {"base_url": "http://127.0.0.1:1"},
+                                    "tools": tools}), encoding="utf-8")
+    report = run_lint(load_project(str(spec), [str(bare)]), LintOptions())
+    asked = {}
+    for f in report.active:
+        if f.rule.id == "O2M105":
+            asked[tools[int(str(f.tool)[1:])]["operation"]] = yaml.safe_load(f.fix or "")["pagination"]  # YAML as is
+    assert asked == paged
+
+
+def test_lists_side_by_side_are_columns_not_a_page(tmp_path: Path) -> None:
+    chroma = SpecDoc(load_spec(str(THIRDPARTY / "chroma.json")).document)
+    get = next(o for o in chroma.operations() if o.path.endswith("/{collection_id}/get"))
+    found, why = spec_paging(chroma, get)  # {ids: [...], documents: [...], metadatas: [...]}, offset and limit
+    assert found is None and "side by side" in why and "`ids`" in why and "`metadatas`" in why
+    spec = tmp_path / "runs.yaml"
+    spec.write_text(textwrap.dedent("""\
+        openapi: 3.0.3
+        info: {title: Runs, version: "1"}
+        paths:
+          /runs:
+            get:
+              operationId: listRuns
+              parameters:
+                - {name: offset, in: query, schema: {type: integer}}
+                - {name: limit, in: query, schema: {type: integer, default: 50, maximum: 200}}
+              responses:
+                "200":
+                  description: A page of runs.
+                  content:
+                    application/json:
+                      schema:
+                        type: object
+                        properties:
+                          runs: {type: array, items: {type: object, properties: {id: {type: string}}}}
+                          available_statuses: {type: array, items: {type: string, enum: [queued, done]}}
+        """), encoding="utf-8")
+    doc = SpecDoc(load_spec(str(spec)).document)
+    found, _ = spec_paging(doc, next(doc.operations()))  # a vocabulary of enum values is no column
+    assert found is not None and found.block == {"style": "offset", "page_size": 50, "max_items": 100,
+                                                 "items": "runs"}
+    assert found.position == "offset" and found.uses == {"offset", "limit"}

@@ -22,19 +22,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
-from openapi2mcp.authoring.specdoc import SpecDoc, SpecOperation
+from openapi2mcp.authoring.specdoc import Arg, SpecDoc, SpecOperation
 from openapi2mcp.manifest import Manifest, ToolSpec
-
-
-@dataclass
-class Arg:
-    """One argument of an operation as the model sees it 1:1."""
-
-    name: str  # the argument name (what `params`, `when` and `units` are keyed by)
-    wire: str  # the spec's name
-    location: str  # path, query, header, cookie or body
-    required: bool
-    schema: dict[str, Any]
 
 
 @dataclass

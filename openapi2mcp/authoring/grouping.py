@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass, field
 
 from openapi2mcp.authoring.facts import Op, snake, split_words
+from openapi2mcp.authoring.paging import LIST_HINTS, list_key
 from openapi2mcp.authoring.specdoc import SpecDoc
 
 READ_VERBS = frozenset({
@@ -33,10 +34,6 @@ READ_VERBS = frozenset({
 })
 SEARCH_SEGMENTS = frozenset({"search", "query", "filter", "find", "lookup", "paginate", "count", "autocomplete",
                              "suggest", "suggestions"})
-PAGING_NAMES = frozenset({"page", "per_page", "perpage", "page_size", "pagesize", "limit", "offset", "cursor",
-                          "page_token", "pagetoken", "after", "starting_after", "continue", "_limit", "_token"})
-LIST_KEYS = ("data", "items", "results", "records", "values", "value", "entries", "list", "rows", "hits",
-             "elements", "objects", "nodes", "resources")
 FILE_EXTENSIONS = frozenset({"json", "yaml", "yml", "xml", "txt", "csv", "html", "htm", "md", "png", "jpg", "jpeg",
                              "gif", "svg", "pdf", "zip", "gz", "tar", "js", "css", "atom", "rss", "ics"})
 # the last label of a domain name: `/apis/rbac.authorization.k8s.io/v1` names an API group, no RPC method
@@ -98,24 +95,13 @@ class PathIndex:
 
 def looks_like_list(op: Op, doc: SpecDoc) -> bool:
     """A GET that answers a list: an array, an object holding one, or paging parameters."""
-    if any(a.wire.lower() in PAGING_NAMES for a in op.args.values() if a.location in ("query", "body")):
+    if any(a.wire.lower() in LIST_HINTS for a in op.args.values() if a.location in ("query", "body")):
         return True
     if op.response is None:
         return False
     if "array" in doc.types(op.response):
         return True
     return list_key(op.response, doc) is not None
-
-
-def list_key(schema: dict[str, object], doc: SpecDoc) -> str | None:
-    """The property of an object response that holds its list (`data`, `items`, the only array...)."""
-    props = doc.properties(schema)
-    arrays = [n for n, s in props.items() if "array" in doc.types(s)]
-    for name in LIST_KEYS:
-        if name in arrays:
-            return name
-    objects = [n for n in arrays if "object" in doc.types(doc.items(props[n]) or {})]
-    return objects[0] if len(objects) == 1 else (arrays[0] if len(arrays) == 1 else None)
 
 
 def place(op: Op, index: PathIndex, doc: SpecDoc) -> Placed:

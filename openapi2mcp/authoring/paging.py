@@ -18,17 +18,19 @@ The list's place in the page (`items`) is the body itself when it is an array, e
 property (`data`, `items`, `results`, ... or the only one); `total` is an integer total, count or
 total_count field when the page has one. Paging parameters may also be top-level properties of
 a JSON request body (a search sent as a POST: Prefect's `/flows/filter`).
+
+The one detector: `init` drafts its block (`detect`, from the raw conversion's arguments), and
+`lint` reads the same block off the spec for a list an overlay exposes without `pagination`
+(`spec_paging`), so the two never disagree about how an operation pages.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from openapi2mcp.authoring.facts import Arg, Op
-from openapi2mcp.authoring.grouping import list_key
-from openapi2mcp.authoring.specdoc import SpecDoc
+from openapi2mcp.authoring.specdoc import Arg, SpecDoc, SpecOperation
 
 PAGE = ("page", "page_number", "pagenumber", "pageindex", "page_index", "pageno")
 SIZE = ("per_page", "perpage", "page_size", "pagesize", "limit", "_limit", "size", "count", "max_results",
@@ -46,8 +48,36 @@ NEXT_CONTAINERS = ("response_metadata", "metadata", "meta", "pagination", "pagin
                    "pageinfo", "cursors", "page")
 TOTAL_FIELDS = ("total", "total_count", "totalcount", "total_results", "totalresults", "total_items", "totalitems",
                 "count", "total_size", "totalsize")
+# The parameter names that alone make a GET a list (grouping.py); `count` or `from` alone do not.
+LIST_HINTS = frozenset({"page", "per_page", "perpage", "page_size", "pagesize", "limit", "offset", "cursor",
+                        "page_token", "pagetoken", "after", "starting_after", "continue", "_limit", "_token"})
+# The property of an object response that holds its list, in order of preference.
+LIST_KEYS = ("data", "items", "results", "records", "values", "value", "entries", "list", "rows", "hits",
+             "elements", "objects", "nodes", "resources")
 DEFAULT_PAGE_SIZE = 20
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class Pageable(Protocol):
+    """What paging is read from: init's `facts.Op`, or an operation as the spec writes it (`SpecPage`)."""
+
+    @property
+    def args(self) -> dict[str, Arg]: ...
+
+    @property
+    def response(self) -> dict[str, Any] | None: ...  # the success response's JSON schema
+
+    @property
+    def response_headers(self) -> list[str]: ...  # the success response's headers, as written
+
+
+@dataclass(frozen=True)
+class SpecPage:
+    """A `Pageable` read straight off the spec (lint: the overlay's tool has no raw conversion beside it)."""
+
+    args: dict[str, Arg]
+    response: dict[str, Any] | None
+    response_headers: list[str]
 
 
 @dataclass
@@ -58,6 +88,7 @@ class Paging:
     why: str
     item_schema: dict[str, Any] | None
     uses: set[str] = field(default_factory=set)  # the argument names the paging takes over
+    position: str | None = None  # the argument saying where a page starts (page, offset, cursor), if any
 
 
 def jmes_field(name: str) -> str:
@@ -77,7 +108,29 @@ def _ref(arg: Arg) -> str:
     return arg.wire
 
 
-def detect(op: Op, doc: SpecDoc) -> tuple[Paging | None, str]:
+def is_page_size(name: str) -> bool:
+    """Is an argument of this name a page size (`limit`, `per_page`, `pageSize`, `$top`, ...)?"""
+    return name.lower() in SIZE
+
+
+def list_key(schema: dict[str, object], doc: SpecDoc) -> str | None:
+    """The property of an object response that holds its list (`data`, `items`, the only array...)."""
+    props = doc.properties(schema)
+    arrays = [n for n, s in props.items() if "array" in doc.types(s)]
+    for name in LIST_KEYS:
+        if name in arrays:
+            return name
+    objects = [n for n in arrays if "object" in doc.types(doc.items(props[n]) or {})]
+    return objects[0] if len(objects) == 1 else (arrays[0] if len(arrays) == 1 else None)
+
+
+def spec_paging(doc: SpecDoc, op: SpecOperation) -> tuple[Paging | None, str]:
+    """`detect` for an operation as the spec writes it (its parameters and body properties by their names)."""
+    success = doc.success(op)
+    return detect(SpecPage(doc.arguments(op), success.schema, success.headers), doc)
+
+
+def detect(op: Pageable, doc: SpecDoc) -> tuple[Paging | None, str]:
     """The paging of a list operation, or (None, why not)."""
     body = op.response
     if body is None:
@@ -96,14 +149,19 @@ def detect(op: Op, doc: SpecDoc) -> tuple[Paging | None, str]:
         base["items"] = items
     uses: set[str] = set()
 
-    def finish(block: dict[str, Any], why: str, *taken: Arg | None) -> tuple[Paging, str]:
+    def finish(block: dict[str, Any], why: str, *taken: Arg | None) -> tuple[Paging | None, str]:
+        columns = _columns(body, doc, items)
+        if columns:
+            return None, (f"{why}, but the response holds lists side by side ({', '.join(f'`{c}`' for c in columns)}),"
+                          " the columns of one table: paging one would drop the others")
         for a in (size, *taken):
             if a is not None:
                 uses.add(a.name)
         if size is not None:
             block["page_size"] = _page_size(size)
             block["max_items"] = max(100, block["page_size"])
-        return Paging({**block, **base}, why, item_schema, uses), why
+        position = next((a.name for a in taken if a is not None), None)
+        return Paging({**block, **base}, why, item_schema, uses, position), why
 
     if "link" in headers:
         block: dict[str, Any] = {"style": "link"}
@@ -177,7 +235,7 @@ def detect(op: Op, doc: SpecDoc) -> tuple[Paging | None, str]:
     return None, "no paging parameters or next-page fields found"
 
 
-def paging_params(op: Op) -> list[str]:
+def paging_params(op: Pageable) -> list[str]:
     """The operation's parameters that look like paging ones (spec names)."""
     names = set(PAGE) | set(SIZE) | set(OFFSET) | set(CURSOR)
     return [a.wire for a in op.args.values() if a.location in ("query", "body") and a.wire.lower() in names]
@@ -191,6 +249,17 @@ def _items(body: dict[str, Any], doc: SpecDoc) -> tuple[str | None, dict[str, An
     if key is None:
         return None, None
     return jmes_field(key), doc.items(doc.properties(body)[key])
+
+
+def _columns(body: dict[str, Any], doc: SpecDoc, items: str) -> list[str]:
+    """The arrays of data beside a list that no LIST_KEYS name marks as the page's (Chroma's `get` answers
+    `{ids: [...], documents: [...], metadatas: [...]}`): paging one of them would drop the others. Arrays of
+    enum values (`available_statuses`) are vocabularies, not columns."""
+    if not items or items in LIST_KEYS:
+        return []
+    arrays = [n for n, s in doc.properties(body).items() if "array" in doc.types(s)
+              and not isinstance((doc.items(s) or {}).get("enum"), list)]
+    return arrays if len(arrays) > 1 else []
 
 
 def _scalar(schema: dict[str, Any], doc: SpecDoc, kinds: set[str]) -> bool:

@@ -2,7 +2,7 @@
 
 The Manifest keeps what the runtime needs; the authoring commands also want what the API says:
 tags, summaries, deprecation, the parameters an overlay hid, the success response's schema and
-headers, the request body's properties. The loaded document is bundled (only internal `#/...`
+headers, the arguments (parameters and JSON body properties). The loaded document is bundled (only internal `#/...`
 refs are left; Swagger 2.0 is converted to OpenAPI 3.0), so following refs is all it takes.
 
 `SpecDoc` never raises on what a real spec gets wrong: a dangling ref reads as nothing (the
@@ -28,6 +28,17 @@ def is_json(media: str) -> bool:
     `+json` type, or `*/*` (what a converted Swagger 2.0 `produces: ["*/*"]` gives: Kubernetes)."""
     base = media.split(";")[0].strip().lower()
     return base in ("application/json", "*/*") or base.endswith("+json")
+
+
+@dataclass
+class Arg:
+    """One argument of an operation: init's as the raw conversion names it (facts.py), lint's as the spec does."""
+
+    name: str  # the argument name (what `params`, `when` and `units` are keyed by)
+    wire: str  # the spec's name
+    location: str  # path, query, header, cookie or body
+    required: bool
+    schema: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -198,12 +209,21 @@ class SpecDoc:
                 return schema if isinstance(schema, dict) else None
         return None
 
-    def body_properties(self, op: SpecOperation) -> dict[str, Any]:
-        """The top-level properties of the JSON request body's schema ({} without one)."""
+    def arguments(self, op: SpecOperation) -> dict[str, Arg]:
+        """The operation's parameters and its JSON body's top-level properties, by the spec's names."""
+        out: dict[str, Arg] = {}
+        for p in op.params:
+            name, schema = p.get("name"), self.resolve(p.get("schema"))
+            if isinstance(name, str) and isinstance(p.get("in"), str):
+                out.setdefault(name, Arg(name, name, str(p["in"]), p.get("required") is True,
+                                         schema if isinstance(schema, dict) else {}))
         body = self.resolve(op.node.get("requestBody"))
         schema = self._json_schema(body) if isinstance(body, dict) else None
-        props = schema.get("properties") if schema is not None else None
-        return props if isinstance(props, dict) else {}
+        listed = schema.get("required") if schema is not None else None
+        required = {r for r in listed if isinstance(r, str)} if isinstance(listed, list) else set()
+        for name, sub in self.properties(schema).items():
+            out.setdefault(name, Arg(name, name, "body", name in required, sub))
+        return out
 
     # ------------------------------------------------------------------ sizes
 

@@ -59,6 +59,15 @@ def _flow_list(items: list[Any]) -> CommentedSeq:
     return s
 
 
+def flow_line(key: str, data: dict[str, Any]) -> str:
+    """`key: {a: 1, b: x}` on one line, exactly as the draft writes it (lint's fixes quote init's blocks)."""
+    yaml = YAML()
+    yaml.width = 10_000
+    out = io.StringIO()
+    yaml.dump(CommentedMap({key: _flow(data)}), out)
+    return out.getvalue().strip()
+
+
 def _text(value: str) -> str:
     return FoldedScalarString(value) if len(value) > 90 and "\n" not in value and "  " not in value else value
 

@@ -1,12 +1,11 @@
-"""The word-level heuristics of the checks: useful descriptions, bounds stated in prose, paging
-parameters, operations that look dangerous, near-identical descriptions."""
+"""The word-level heuristics of the checks: useful descriptions, bounds stated in prose, operations
+that look dangerous, near-identical descriptions. (Paging is init's detector, authoring/paging.py.)"""
 
 from __future__ import annotations
 
 import difflib
 import re
 from collections.abc import Iterable
-from typing import Any
 
 _WORD = re.compile(r"[A-Za-z0-9]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -85,73 +84,6 @@ def _keyword(kind: str, unit: str, types: set[str]) -> str | None:
     if types & {"integer", "number"} and unit not in _ITEM_UNITS:
         return "maximum" if kind == "max" else "minimum"
     return None
-
-
-# The names a page size goes by; an integer argument of these names and no maximum is unbounded.
-PAGE_SIZE_NAMES = frozenset({"limit", "perpage", "pagesize", "maxresults", "maxitems", "top", "first", "size",
-                             "count", "pagelimit", "maxpagesize", "num", "numresults", "rows"})
-# Where a page starts: page numbers, offsets and cursors.
-PAGE_POSITION_NAMES = frozenset({"page", "pagenumber", "pageindex", "pagenum", "offset", "skip", "start",
-                                 "startindex", "cursor", "pagetoken", "nextpagetoken", "continuationtoken",
-                                 "continuation", "after", "startingafter", "endingbefore", "marker", "nexttoken",
-                                 "token", "pagecursor", "from", "searchafter"})
-# Fields of a page body that hold the next page or a count.
-NEXT_FIELDS = frozenset({"next", "nextcursor", "nextpagetoken", "nexttoken", "cursor", "hasmore", "hasnext",
-                         "nextpage", "nextlink", "odatanextlink", "continuation", "continuationtoken", "total",
-                         "totalcount", "count", "links", "paging", "pagination", "meta", "page", "pages"})
-# ... and those that can only mean "there is a next page"
-NEXT_LINKS = frozenset({"next", "nextcursor", "nextpagetoken", "nexttoken", "hasmore", "hasnext", "nextpage",
-                        "nextlink", "odatanextlink", "continuationtoken"})
-LIST_FIELDS = frozenset({"items", "data", "results", "records", "entries", "values", "list", "content",
-                         "elements", "objects", "hits", "rows", "nodes", "edges"})
-
-
-def squash(name: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", name.lower())
-
-
-def page_param_kind(name: str) -> str | None:
-    """'position' or 'size' for a paging parameter's name (`page`, `_token`, `per_page`, `$top`), else None."""
-    key = squash(name)
-    if key in PAGE_POSITION_NAMES:
-        return "position"
-    if key in PAGE_SIZE_NAMES:
-        return "size"
-    return None
-
-
-def list_shape(schema: dict[str, Any] | None, resolve: Any) -> str | None:
-    """How a response body is a list: "array", or "<field>" of an envelope object; None when it is not one."""
-    if not isinstance(schema, dict):
-        return None
-    schema = resolve(schema)
-    if not isinstance(schema, dict):
-        return None
-    for key in ("allOf", "anyOf", "oneOf"):
-        for sub in schema.get(key) or []:
-            found = list_shape(sub, resolve)
-            if found:
-                return found
-    types = schema.get("type")
-    if types == "array" or (isinstance(types, list) and "array" in types):
-        return "array"
-    props = schema.get("properties")
-    if not isinstance(props, dict):
-        return None
-    arrays = [k for k, v in props.items() if _is_array(resolve(v))]
-    named = [str(k) for k in arrays if squash(k) in LIST_FIELDS]
-    if named:
-        return named[0]
-    if arrays and any(squash(k) in NEXT_FIELDS for k in props):
-        return str(arrays[0])
-    return None
-
-
-def _is_array(schema: Any) -> bool:
-    if not isinstance(schema, dict):
-        return False
-    types = schema.get("type")
-    return types == "array" or (isinstance(types, list) and "array" in types)
 
 
 # --------------------------------------------------------------------------- operations that look dangerous
