@@ -13,8 +13,8 @@ from functools import cached_property
 from typing import Any
 
 from openapi2mcp.authoring.lint.model import LintOptions
-from openapi2mcp.authoring.project import Project
 from openapi2mcp.authoring.specdoc import SpecDoc, SpecOperation
+from openapi2mcp.compiler import CompiledFiles
 from openapi2mcp.manifest import DRY_RUN_ARG, DRY_RUN_TOKEN_ARG, Branch, ResponseSpec, ToolSpec
 from openapi2mcp.overlay import KeyPath, OperationUse, OverlayFile, ToolDef, ToolOverlay
 
@@ -84,7 +84,7 @@ class ToolView:
 class LintContext:
     """Everything the checks read; built once per run."""
 
-    project: Project
+    project: CompiledFiles
     options: LintOptions
     overlay: OverlayFile
     tools: list[ToolView] = field(default_factory=list)
@@ -116,7 +116,7 @@ class LintContext:
         return len(json.dumps({"tools": self.definitions}, ensure_ascii=False).encode())
 
 
-def build_context(project: Project, options: LintOptions) -> LintContext:
+def build_context(project: CompiledFiles, options: LintOptions) -> LintContext:
     overlay = project.tool_overlay
     assert overlay is not None and overlay.tools is not None
     ctx = LintContext(project=project, options=options, overlay=overlay)
