@@ -145,7 +145,7 @@ def draft_overlay(spec: LoadedSpec, *, max_tools: int = DEFAULT_MAX_TOOLS, name:
     repairs = 0
     for round_ in range(MAX_ROUNDS):
         _finish(setup.server, exposed)
-        text = render(setup, exposed, forbidden, hidden, header=[])
+        text = render(setup, exposed, forbidden, hidden, header=[], sha256=spec.sha256)
         try:
             compiled = compile_manifest(spec, [parse_overlay(text, name)]).manifest
         except InputError as e:
@@ -174,7 +174,7 @@ def draft_overlay(spec: LoadedSpec, *, max_tools: int = DEFAULT_MAX_TOOLS, name:
         not_exposed=len(hidden), listed_bytes=listing_bytes(compiled), raw_bytes=listing_bytes(raw),
         tool_names=[t.name for t in exposed], repairs=repairs, rows=_rows(compiled),
     )
-    text = render(setup, exposed, forbidden, hidden, header=_header(spec, summary, name, max_tools))
+    text = render(setup, exposed, forbidden, hidden, header=_header(summary, name, max_tools), sha256=spec.sha256)
     _check_accounting(ops, exposed, forbidden, hidden)
     return Draft(text=text, summary=summary, manifest=compiled)
 
@@ -223,9 +223,9 @@ def _finish(server: dict[str, Any], exposed: list[Tool]) -> None:
     server["instructions"] = (text + sentence) if paged else text
 
 
-def _header(spec: LoadedSpec, s: Summary, name: str, max_tools: int) -> list[str]:
+def _header(s: Summary, name: str, max_tools: int) -> list[str]:
     prose = [
-        f"A draft tool overlay for {s.title}, written by `openapi2mcp init` from {s.spec} (sha256 {spec.sha256}). "
+        f"A draft tool overlay for {s.title}, written by `openapi2mcp init` from {s.spec} (pinned below). "
         "It compiles as is; now read it and edit: descriptions, risk, hidden arguments, `select`, and which "
         "operations to expose. The comments say how each guess was made (docs/authoring.md).",
         f"{s.tools} tool(s) (at most {max_tools}) use {s.covered} of {s.operations} operations; {s.forbidden} "
