@@ -92,19 +92,40 @@ def _op(doc: SpecDoc, spec_op: SpecOperation, tool: ToolSpec, global_security: A
     success = doc.success(spec_op)
     security = node.get("security", global_security)
     optional = not security or any(isinstance(r, dict) and not r for r in security)
-    summary = first_line(node.get("summary")) or first_line(node.get("description"))
-    tags = [t for t in node.get("tags") or [] if isinstance(t, str) and t.strip()]
-    method, path = spec_op.method, spec_op.path
-    op_id = str(node["operationId"]) if isinstance(node.get("operationId"), str) else ""
-    statics = [s for s in path.split("/") if s and "{" not in s]
+    name = named(spec_op, spec.id)
     return Op(
-        ref=spec.id, method=method, path=path, tags=tags, summary=summary,
+        ref=name.ref, method=spec_op.method, path=name.path, tags=name.tags, summary=summary_line(node),
         description=str(node.get("description") or ""), deprecated=node.get("deprecated") is True,
         args=args, response=success.schema, response_headers=success.headers,
         raw_bytes=len(json.dumps(tool.definition(), ensure_ascii=False).encode()),
-        security_optional=optional,
-        words=split_words(" ".join([op_id, summary, *statics])),
+        security_optional=optional, words=name.words,
     )
+
+
+@dataclass(frozen=True)
+class Named:
+    """What an operation is called, all the risk words read (risk.py): init's `Op` has the same fields, and
+    lint makes one for an operation an overlay exposes (so both judge it by the same words)."""
+
+    ref: str  # the compiler's id for it
+    path: str
+    tags: list[str]
+    words: list[str]  # operationId, summary and static path words, lower case
+
+
+def named(op: SpecOperation, ref: str | None = None) -> Named:
+    """The names of an operation as the spec writes it (`ref`: the compiler's id, default the operation's)."""
+    node = op.node
+    op_id = str(node["operationId"]) if isinstance(node.get("operationId"), str) else ""
+    statics = [s for s in op.path.split("/") if s and "{" not in s]
+    tags = [t for t in node.get("tags") or [] if isinstance(t, str) and t.strip()]
+    return Named(ref=op.id if ref is None else ref, path=op.path, tags=tags,
+                 words=split_words(" ".join([op_id, summary_line(node), *statics])))
+
+
+def summary_line(node: dict[str, Any]) -> str:
+    """The operation's summary (else its description) in one line."""
+    return first_line(node.get("summary")) or first_line(node.get("description"))
 
 
 def first_line(text: Any, limit: int = 160) -> str:

@@ -6,9 +6,9 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from openapi2mcp.authoring.facts import named
 from openapi2mcp.authoring.lint.model import Hit
 from openapi2mcp.authoring.lint.text import (
-    danger_words,
     description_problem,
     names_tell_apart,
     similar,
@@ -16,6 +16,7 @@ from openapi2mcp.authoring.lint.text import (
 )
 from openapi2mcp.authoring.lint.views import BranchView, LintContext, ToolView
 from openapi2mcp.authoring.paging import is_page_size, spec_paging
+from openapi2mcp.authoring.risk import admin_reason, danger_reason
 from openapi2mcp.authoring.writer import flow_line
 from openapi2mcp.compiler import pin_warning
 from openapi2mcp.manifest import RISK_ORDER, SAFE_METHODS, needs_confirmation
@@ -222,11 +223,13 @@ def dangerous_operations(ctx: LintContext) -> Iterator[Hit]:
         for b in tool.branches:
             if b.branch.risk == "forbidden":
                 continue
-            for op in b.operations:
-                found = danger_words(op.id, op.path)
-                if found:
-                    yield Hit(f"{b.label} exposes {op.key} ({op.id}), which looks like "
-                              f"{' / '.join(found)}: an agent may run it", (*b.path, "operation"), tool.name)
+            for op in b.operations:  # init's words: what it drafts as `risk: forbidden`, or leaves out as admin
+                name = named(op)
+                danger = danger_reason(name)
+                admin = admin_reason(name)
+                why = f"{danger}: an agent may run it" if danger else f"is an {admin}" if admin else None
+                if why:
+                    yield Hit(f"{b.label} exposes {op.key} ({op.id}), which {why}", (*b.path, "operation"), tool.name)
 
 
 def spec_pin(ctx: LintContext) -> Iterator[Hit]:

@@ -1,5 +1,5 @@
-"""The word-level heuristics of the checks: useful descriptions, bounds stated in prose, operations
-that look dangerous, near-identical descriptions. (Paging is init's detector, authoring/paging.py.)"""
+"""The word-level heuristics of the checks: useful descriptions, bounds stated in prose, near-identical
+descriptions. (Paging and dangerous operations are init's: authoring/paging.py, authoring/risk.py.)"""
 
 from __future__ import annotations
 
@@ -84,25 +84,6 @@ def _keyword(kind: str, unit: str, types: set[str]) -> str | None:
     if types & {"integer", "number"} and unit not in _ITEM_UNITS:
         return "maximum" if kind == "max" else "minimum"
     return None
-
-
-# --------------------------------------------------------------------------- operations that look dangerous
-
-# Words in an operationId or path that mark an operation an agent should never run unattended:
-# running code or commands, administration, acting as another user.
-DANGER_WORDS = frozenset({"shell", "exec", "execute", "eval", "command", "commands", "cmd", "sudo", "terminal",
-                          "terminals", "impersonate", "impersonation", "impersonations", "admin", "admins",
-                          "administrator", "administrators", "superuser", "runcommand", "runscript"})
-
-
-def danger_words(operation_id: str, path: str) -> list[str]:
-    """The dangerous words of an operation's id and path (path parameters left out), in order, once each."""
-    text = operation_id + " " + re.sub(r"\{[^}]*\}", " ", path)
-    out: list[str] = []
-    for w in words(text):
-        if w in DANGER_WORDS and w not in out:
-            out.append(w)
-    return out
 
 
 # --------------------------------------------------------------------------- near-identical descriptions
