@@ -1,5 +1,6 @@
 """The word-level heuristics of the checks: useful descriptions, bounds stated in prose, near-identical
-descriptions. (Paging and dangerous operations are init's: authoring/paging.py, authoring/risk.py.)"""
+descriptions. Words are init's (`facts.split_words`), as are paging and dangerous operations
+(authoring/paging.py, authoring/risk.py)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,7 @@ import difflib
 import re
 from collections.abc import Iterable
 
-_WORD = re.compile(r"[A-Za-z0-9]+")
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
-
-
-def words(text: str) -> list[str]:
-    """Lower-case words; camelCase, snake_case, kebab-case and paths split."""
-    return [w.lower() for w in _WORD.findall(_CAMEL.sub(" ", text))]
+from openapi2mcp.authoring.facts import split_words
 
 
 def description_problem(text: str | None, names: Iterable[str], min_words: int) -> str | None:
@@ -24,9 +19,9 @@ def description_problem(text: str | None, names: Iterable[str], min_words: int) 
     """
     if text is None or not text.strip():
         return "has no description"
-    said = words(text)
+    said = split_words(text)
     for name in names:
-        if name and said == words(name):
+        if name and said == split_words(name):
             return f"has a description that only repeats {name!r}"
     if len(said) < min_words:
         return f"has a description of {len(said)} word{'s' if len(said) != 1 else ''}"
@@ -91,7 +86,7 @@ def _keyword(kind: str, unit: str, types: set[str]) -> str | None:
 
 def similar(a: str, b: str, threshold: float) -> float | None:
     """How alike two descriptions read, word by word (difflib's ratio), when at least `threshold`; else None."""
-    wa, wb = words(a)[:120], words(b)[:120]
+    wa, wb = split_words(a)[:120], split_words(b)[:120]
     if not wa or not wb:
         return None
     matcher = difflib.SequenceMatcher(None, wa, wb, autojunk=False)
@@ -108,6 +103,6 @@ def _stem(word: str) -> str:
 def names_tell_apart(a: str, b: str, name_a: str, name_b: str) -> bool:
     """Do two alike descriptions differ exactly where their tools' names do ("Flows sorted by name" beside
     "Variables sorted by name" for flows_list and variables_list)? Then the model can tell them apart."""
-    distinct = {_stem(w) for w in words(name_a)} ^ {_stem(w) for w in words(name_b)}
-    differing = {_stem(w) for w in words(a)} ^ {_stem(w) for w in words(b)}
+    distinct = {_stem(w) for w in split_words(name_a)} ^ {_stem(w) for w in split_words(name_b)}
+    differing = {_stem(w) for w in split_words(a)} ^ {_stem(w) for w in split_words(b)}
     return bool(distinct & differing)
