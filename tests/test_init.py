@@ -281,6 +281,35 @@ def test_the_same_spec_gives_the_same_bytes(tmp_path: Path) -> None:
     assert third.encode() == (tmp_path / "overlay.yaml").read_bytes()
 
 
+def test_the_draft_pins_its_spec_and_a_changed_spec_is_caught(tmp_path: Path) -> None:
+    """The draft writes `spec: {sha256}` (docs/overlay.md#the-spec-pin); edit the spec and compile warns,
+    `--strict` refuses, lint reports O2M112 with the new hash as the fix."""
+    spec = tmp_path / "openapi.yaml"
+    shutil.copy(EXAMPLES / "notes" / "openapi.yaml", spec)
+    overlay = tmp_path / "overlay.yaml"
+    assert run_cli("init", str(spec), "-o", str(overlay)).returncode == 0
+    old = load_spec(str(spec)).sha256
+    assert yaml.safe_load(overlay.read_text(encoding="utf-8"))["spec"] == {"sha256": old}
+    assert read_overlay(overlay).tools.spec.sha256 == old  # type: ignore[union-attr]
+    clean = run_cli("compile", str(spec), "--overlay", str(overlay), "--strict", "-o", str(tmp_path / "m.json"))
+    assert clean.returncode == 0 and "spec changed" not in clean.stderr, clean.stderr
+    fresh = json.loads(run_cli("lint", str(spec), "--overlay", str(overlay), "--json").stdout)
+    assert fresh["spec"]["sha256"] == old and "O2M112" not in {f["rule"] for f in fresh["findings"]}
+    spec.write_text(spec.read_text(encoding="utf-8").replace("title: Study Notes API", "title: Study Notes API v2"),
+                    encoding="utf-8")
+    new = load_spec(str(spec)).sha256
+    assert new != old
+    warned = run_cli("compile", str(spec), "--overlay", str(overlay), "-o", str(tmp_path / "m.json"))
+    assert warned.returncode == 0 and f"the overlay pins sha256 {old}" in warned.stderr, warned.stderr
+    refused = run_cli("compile", str(spec), "--overlay", str(overlay), "--strict", "-o", str(tmp_path / "m.json"))
+    assert refused.returncode == 2 and "--strict" in refused.stderr and new in refused.stderr, refused.stderr
+    no_traceback(refused.stderr)
+    linted = run_cli("lint", str(spec), "--overlay", str(overlay), "--json")
+    pins = [f for f in json.loads(linted.stdout)["findings"] if f["rule"] == "O2M112"]
+    assert linted.returncode == 1 and len(pins) == 1 and new in pins[0]["fix"], linted.stdout
+    assert overlay.read_text(encoding="utf-8").splitlines()[pins[0]["line"] - 1].startswith("spec:")
+
+
 def test_max_tools_keeps_the_best_ranked(tmp_path: Path) -> None:
     spec = corpus_file("apis-guru/spotify.com.json")
     full = draft_to(spec, tmp_path / "all.yaml", max_tools=200)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from openapi2mcp.authoring import PROFILES, RULES, LintOptions, LintReport, load_project, run_lint, to_sarif
@@ -84,8 +85,11 @@ def test_every_overlay_rule_fires_on_the_crafted_overlay() -> None:
     assert text[by_rule["O2M112"].line - 1].startswith("spec:")
     assert text[by_rule["O2M107"].line - 1] == "tools:"
     assert "'per_page'" in by_rule["O2M104"].message and "maximum: 100" in (by_rule["O2M104"].fix or "")
+    assert yaml.safe_load(by_rule["O2M105"].fix or "") == {"pagination": {  # init's block, pasteable as is
+        "style": "page", "page_size": 20, "max_items": 100, "items": "items"}}
     assert "only repeats 'getItem'" in by_rule["O2M101"].message
-    assert "shell" in by_rule["O2M111"].message and "items_search" in by_rule["O2M108"].message
+    assert "runs commands or code (exec)" in by_rule["O2M111"].message  # init's words (authoring/risk.py)
+    assert "items_search" in by_rule["O2M108"].message
     assert report.spec_sha256 in by_rule["O2M112"].message  # both hashes and the fix
     assert "a" * 64 in by_rule["O2M112"].message and report.spec_sha256 in (by_rule["O2M112"].fix or "")
 

@@ -13,10 +13,11 @@ from openapi2mcp.authoring.clients import PROFILES, ClientProfile
 from openapi2mcp.authoring.diff import DiffReport, ToolDiff, diff_manifests, diff_specs, is_manifest, read_manifest
 from openapi2mcp.authoring.draft import DEFAULT_MAX_TOOLS, Draft, Summary, draft_overlay
 from openapi2mcp.authoring.lint import RULES, Finding, LintOptions, LintReport, Rule, Severity, run_lint
-from openapi2mcp.authoring.project import LoadOptions, Project, load_project
+from openapi2mcp.authoring.project import load_project
 from openapi2mcp.authoring.reload import Reloader
 from openapi2mcp.authoring.sarif import to_sarif
 from openapi2mcp.authoring.schemadiff import Change
+from openapi2mcp.compiler import LoadOptions  # how the spec is read, as for compile
 
 __all__ = [
     "DEFAULT_MAX_TOOLS",
@@ -33,7 +34,6 @@ __all__ = [
     "LintReport",
     "LoadOptions",
     "Outcome",
-    "Project",
     "Question",
     "Reloader",
     "Rule",

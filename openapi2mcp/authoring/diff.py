@@ -16,9 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from openapi2mcp.authoring.project import LoadOptions, load, read_overlays
 from openapi2mcp.authoring.schemadiff import Change, schema_changes
-from openapi2mcp.compiler import compile_manifest, served_name
+from openapi2mcp.compiler import (
+    LoadOptions,
+    compile_files,
+    compile_manifest,
+    load_with_overlays,
+    read_overlays,
+    served_name,
+)
 from openapi2mcp.errors import InputError, Problem
 from openapi2mcp.loader import LoadedSpec
 from openapi2mcp.manifest import Branch, Manifest, ToolSpec, needs_confirmation
@@ -116,8 +122,8 @@ def diff_specs(old_spec: str, new_spec: str, overlay_paths: list[str],
                options: LoadOptions = LoadOptions()) -> DiffReport:
     """Compile both specs with the overlays and compare; the overlays must fit the old spec (else InputError)."""
     overlays = read_overlays(overlay_paths)
-    old_loaded = load(old_spec, overlays, options)
-    old = compile_manifest(old_loaded, overlays, all_operations=not any(o.tools for o in overlays)).manifest
+    old_files = compile_files(old_spec, overlays, all_operations=not any(o.tools for o in overlays), options=options)
+    old_loaded, old = old_files.spec, old_files.manifest
     new_loaded, overlays, problems = _load_new(new_spec, overlays, options)
     new, dropped, more = _compile_new(new_loaded, overlays)
     problems += more
@@ -142,7 +148,7 @@ def _load_new(spec: str, overlays: list[OverlayFile],
     problems: list[Problem] = []
     for _ in range(len(overlays) + 1):
         try:
-            return load(spec, overlays, options), overlays, problems
+            return load_with_overlays(spec, overlays, options), overlays, problems
         except InputError as e:
             bad = {p.location.file for p in e.problems} & {o.path for o in overlays if o.oai is not None}
             if not bad:

@@ -24,12 +24,13 @@ import textwrap
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from openapi2mcp.authoring.facts import Op, Resolver, read_ops
+from openapi2mcp.authoring.facts import Op, read_ops
 from openapi2mcp.authoring.grouping import NON_TASK_METHODS, Placed, group, subtree_sizes
 from openapi2mcp.authoring.ranking import rank
 from openapi2mcp.authoring.risk import admin_reason, forbidden_reason
 from openapi2mcp.authoring.setup import draft_setup
 from openapi2mcp.authoring.shaping import Shape
+from openapi2mcp.authoring.specdoc import SpecDoc
 from openapi2mcp.authoring.tools import (
     Tool,
     Use,
@@ -118,12 +119,12 @@ def draft_overlay(spec: LoadedSpec, *, max_tools: int = DEFAULT_MAX_TOOLS, name:
     if max_tools < 1:
         raise InputError.at(f"--max-tools must be at least 1, got {max_tools}")
     raw = compile_manifest(spec, all_operations=True).manifest
-    ops, skipped = read_ops(spec.document, raw)
-    resolver = Resolver(spec.document)
+    doc = SpecDoc(spec.document)
+    ops, skipped = read_ops(doc, raw)
     hidden = [NotExposed(key, key, why, "skipped by the compiler") for key, why in skipped]
     candidates: list[Tool] = []
     forbidden: list[Tool] = []
-    for resource in group(ops, resolver):
+    for resource in group(ops, doc):
         reads: list[Placed] = []
         writes: list[Placed] = []
         for p in resource.placed:
@@ -135,16 +136,16 @@ def draft_overlay(spec: LoadedSpec, *, max_tools: int = DEFAULT_MAX_TOOLS, name:
                 hidden.append(NotExposed(p.op.ref, p.op.key, why[1], why[0]))
             else:
                 (reads if p.read else writes).append(p)
-        candidates.extend(build_tools(resource, reads, writes, resolver))
+        candidates.extend(build_tools(resource, reads, writes, doc))
     _unique_names([*candidates, *forbidden])
-    ranked = rank(candidates, subtree_sizes(group(ops, resolver)))
+    ranked = rank(candidates, subtree_sizes(group(ops, doc)))
     exposed, over = ranked[:max_tools], ranked[max_tools:]
     hidden.extend(_over(over, max_tools))
     setup = draft_setup(spec.document, raw, ops)
     repairs = 0
     for round_ in range(MAX_ROUNDS):
         _finish(setup.server, exposed)
-        text = render(setup, exposed, forbidden, hidden, header=[])
+        text = render(setup, exposed, forbidden, hidden, header=[], sha256=spec.sha256)
         try:
             compiled = compile_manifest(spec, [parse_overlay(text, name)]).manifest
         except InputError as e:
@@ -173,7 +174,7 @@ def draft_overlay(spec: LoadedSpec, *, max_tools: int = DEFAULT_MAX_TOOLS, name:
         not_exposed=len(hidden), listed_bytes=listing_bytes(compiled), raw_bytes=listing_bytes(raw),
         tool_names=[t.name for t in exposed], repairs=repairs, rows=_rows(compiled),
     )
-    text = render(setup, exposed, forbidden, hidden, header=_header(spec, summary, name, max_tools))
+    text = render(setup, exposed, forbidden, hidden, header=_header(summary, name, max_tools), sha256=spec.sha256)
     _check_accounting(ops, exposed, forbidden, hidden)
     return Draft(text=text, summary=summary, manifest=compiled)
 
@@ -222,9 +223,9 @@ def _finish(server: dict[str, Any], exposed: list[Tool]) -> None:
     server["instructions"] = (text + sentence) if paged else text
 
 
-def _header(spec: LoadedSpec, s: Summary, name: str, max_tools: int) -> list[str]:
+def _header(s: Summary, name: str, max_tools: int) -> list[str]:
     prose = [
-        f"A draft tool overlay for {s.title}, written by `openapi2mcp init` from {s.spec} (sha256 {spec.sha256}). "
+        f"A draft tool overlay for {s.title}, written by `openapi2mcp init` from {s.spec} (pinned below). "
         "It compiles as is; now read it and edit: descriptions, risk, hidden arguments, `select`, and which "
         "operations to expose. The comments say how each guess was made (docs/authoring.md).",
         f"{s.tools} tool(s) (at most {max_tools}) use {s.covered} of {s.operations} operations; {s.forbidden} "

@@ -2,7 +2,7 @@
 
 Two sources, each for what it is good at:
 
-* the loaded document (an OpenAPI 3.x tree with internal `#/...` refs) for what the compiler does
+* the spec's own words, read by specdoc.py (the reader lint shares), for what the compiler does
   not keep: tags, summaries, deprecation, response headers, the success response's schema, the
   security requirements;
 * the raw conversion (`compile_manifest(..., all_operations=True)`, one tool per operation) for
@@ -22,21 +22,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
+from openapi2mcp.authoring.specdoc import Arg, SpecDoc, SpecOperation
 from openapi2mcp.manifest import Manifest, ToolSpec
-
-JSON_MEDIA = re.compile(r"^application/([\w.+-]*\+)?json\b|^application/[\w.+-]*json", re.I)
-HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
-
-
-@dataclass
-class Arg:
-    """One argument of an operation as the model sees it 1:1."""
-
-    name: str  # the argument name (what `params`, `when` and `units` are keyed by)
-    wire: str  # the spec's name
-    location: str  # path, query, header, cookie or body
-    required: bool
-    schema: dict[str, Any]
 
 
 @dataclass
@@ -65,112 +52,26 @@ class Op:
         return {a.name for a in self.args.values() if a.required}
 
 
-class Resolver:
-    """Follows the document's internal `$ref`s (the loader bundled every external file in)."""
-
-    def __init__(self, document: dict[str, Any]) -> None:
-        self.document = document
-
-    def resolve(self, node: Any, limit: int = 20) -> Any:
-        seen = 0
-        while isinstance(node, dict) and isinstance(node.get("$ref"), str) and seen < limit:
-            node = self._target(node["$ref"])
-            seen += 1
-        return node
-
-    def _target(self, ref: str) -> Any:
-        if not ref.startswith("#"):
-            return None
-        node: Any = self.document
-        for part in ref[1:].lstrip("/").split("/") if ref not in ("#", "#/") else []:
-            part = part.replace("~1", "/").replace("~0", "~")
-            if isinstance(node, dict):
-                node = node.get(part)
-            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-                node = node[int(part)]
-            else:
-                return None
-        return node
-
-    def variants(self, schema: Any, depth: int = 0) -> list[dict[str, Any]]:
-        """The schema and the members it combines (allOf, anyOf, oneOf), refs resolved, nulls left out."""
-        schema = self.resolve(schema)
-        if not isinstance(schema, dict) or depth > 8:
-            return []
-        out = [schema]
-        for key in ("allOf", "anyOf", "oneOf"):
-            for member in schema.get(key) or []:
-                out.extend(self.variants(member, depth + 1))
-        return [s for s in out if s.get("type") != "null"]
-
-    def properties(self, schema: Any) -> dict[str, dict[str, Any]]:
-        """Every property the schema (or a member it combines) declares, first declaration wins."""
-        out: dict[str, dict[str, Any]] = {}
-        for member in self.variants(schema):
-            props = member.get("properties")
-            if isinstance(props, dict):
-                for name, sub in props.items():
-                    resolved = self.resolve(sub)
-                    if isinstance(name, str) and isinstance(resolved, dict):
-                        out.setdefault(name, resolved)
-        return out
-
-    def types(self, schema: Any) -> set[str]:
-        """The JSON types a schema allows (through refs and combinations); empty when it does not say."""
-        out: set[str] = set()
-        for member in self.variants(schema):
-            kind = member.get("type")
-            if isinstance(kind, str):
-                out.add(kind)
-            elif isinstance(kind, list):
-                out.update(k for k in kind if isinstance(k, str))
-            elif "properties" in member:
-                out.add("object")
-            elif "items" in member:
-                out.add("array")
-        out.discard("null")
-        return out
-
-    def items(self, schema: Any) -> dict[str, Any] | None:
-        """The item schema of an array schema."""
-        for member in self.variants(schema):
-            if "items" in member:
-                item = self.resolve(member["items"])
-                return item if isinstance(item, dict) else None
-        return None
-
-
-def read_ops(document: dict[str, Any], raw: Manifest) -> tuple[list[Op], list[tuple[str, str]]]:
+def read_ops(doc: SpecDoc, raw: Manifest) -> tuple[list[Op], list[tuple[str, str]]]:
     """Every operation the compiler knows, in spec order, and those of the document it skipped
     (`(METHOD /path, why)`): a path item it could not read."""
-    resolver = Resolver(document)
     by_key: dict[str, ToolSpec] = {}
     for tool in raw.tools:
         op = tool.branches[0].steps[0].operation
         by_key[f"{op.method} {op.path}"] = tool
-    global_security = document.get("security")
+    global_security = doc.document.get("security")
     ops: list[Op] = []
     skipped: list[tuple[str, str]] = []
-    paths = document.get("paths") if isinstance(document.get("paths"), dict) else {}
-    assert isinstance(paths, dict)
-    for path, item in paths.items():
-        item = resolver.resolve(item)
-        if not isinstance(item, dict):
+    for spec_op in doc.operations():
+        found = by_key.get(spec_op.key)
+        if found is None:
+            skipped.append((spec_op.key, "the compiler skipped it (see `openapi2mcp inspect --warnings`)"))
             continue
-        for method in HTTP_METHODS:
-            node = item.get(method)
-            if not isinstance(node, dict):
-                continue
-            key = f"{method.upper()} {path}"
-            found = by_key.get(key)
-            if found is None:
-                skipped.append((key, "the compiler skipped it (see `openapi2mcp inspect --warnings`)"))
-                continue
-            ops.append(_op(resolver, key, node, found, global_security))
+        ops.append(_op(doc, spec_op, found, global_security))
     return ops, skipped
 
 
-def _op(resolver: Resolver, key: str, node: dict[str, Any], tool: ToolSpec, global_security: Any) -> Op:
+def _op(doc: SpecDoc, spec_op: SpecOperation, tool: ToolSpec, global_security: Any) -> Op:
     spec = tool.branches[0].steps[0].operation
     props = tool.input_schema.get("properties") or {}
     required = set(tool.input_schema.get("required") or [])
@@ -187,43 +88,44 @@ def _op(resolver: Resolver, key: str, node: dict[str, Any], tool: ToolSpec, glob
                                       props[spec.body.arg])
     for name, schema in props.items():  # anything else the raw tool takes (nested or fixed forms)
         args.setdefault(name, Arg(name, name, "body", name in required, schema))
-    response, headers = _success(resolver, node)
+    node = spec_op.node
+    success = doc.success(spec_op)
     security = node.get("security", global_security)
     optional = not security or any(isinstance(r, dict) and not r for r in security)
-    summary = first_line(node.get("summary")) or first_line(node.get("description"))
-    tags = [t for t in node.get("tags") or [] if isinstance(t, str) and t.strip()]
-    method, _, path = key.partition(" ")
-    op_id = str(node["operationId"]) if isinstance(node.get("operationId"), str) else ""
-    statics = [s for s in path.split("/") if s and "{" not in s]
+    name = named(spec_op, spec.id)
     return Op(
-        ref=spec.id, method=method, path=path, tags=tags, summary=summary,
+        ref=name.ref, method=spec_op.method, path=name.path, tags=name.tags, summary=summary_line(node),
         description=str(node.get("description") or ""), deprecated=node.get("deprecated") is True,
-        args=args, response=response, response_headers=headers,
+        args=args, response=success.schema, response_headers=success.headers,
         raw_bytes=len(json.dumps(tool.definition(), ensure_ascii=False).encode()),
-        security_optional=optional,
-        words=split_words(" ".join([op_id, summary, *statics])),
+        security_optional=optional, words=name.words,
     )
 
 
-def _success(resolver: Resolver, node: dict[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
-    """The JSON schema and the headers of the main success response (200, else the first 2xx)."""
-    responses = node.get("responses") if isinstance(node.get("responses"), dict) else {}
-    assert isinstance(responses, dict)
-    codes = [str(c) for c in responses]
-    chosen = "200" if "200" in codes else next((c for c in codes if c.startswith("2") or c.upper() == "2XX"), None)
-    if chosen is None:
-        return None, []
-    response = resolver.resolve(responses.get(chosen) if chosen in responses else responses.get(int(chosen)))
-    if not isinstance(response, dict):
-        return None, []
-    headers = [h for h in (response.get("headers") or {}) if isinstance(h, str)]
-    content = response.get("content") if isinstance(response.get("content"), dict) else {}
-    assert isinstance(content, dict)
-    for media, mt in content.items():
-        if JSON_MEDIA.match(str(media)) and isinstance(mt, dict):
-            schema = resolver.resolve(mt.get("schema"))
-            return (schema if isinstance(schema, dict) else None), headers
-    return None, headers
+@dataclass(frozen=True)
+class Named:
+    """What an operation is called, all the risk words read (risk.py): init's `Op` has the same fields, and
+    lint makes one for an operation an overlay exposes (so both judge it by the same words)."""
+
+    ref: str  # the compiler's id for it
+    path: str
+    tags: list[str]
+    words: list[str]  # operationId, summary and static path words, lower case
+
+
+def named(op: SpecOperation, ref: str | None = None) -> Named:
+    """The names of an operation as the spec writes it (`ref`: the compiler's id, default the operation's)."""
+    node = op.node
+    op_id = str(node["operationId"]) if isinstance(node.get("operationId"), str) else ""
+    statics = [s for s in op.path.split("/") if s and "{" not in s]
+    tags = [t for t in node.get("tags") or [] if isinstance(t, str) and t.strip()]
+    return Named(ref=op.id if ref is None else ref, path=op.path, tags=tags,
+                 words=split_words(" ".join([op_id, summary_line(node), *statics])))
+
+
+def summary_line(node: dict[str, Any]) -> str:
+    """The operation's summary (else its description) in one line."""
+    return first_line(node.get("summary")) or first_line(node.get("description"))
 
 
 def first_line(text: Any, limit: int = 160) -> str:

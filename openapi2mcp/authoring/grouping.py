@@ -24,7 +24,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from openapi2mcp.authoring.facts import Op, Resolver, snake, split_words
+from openapi2mcp.authoring.facts import Op, snake, split_words
+from openapi2mcp.authoring.paging import LIST_HINTS, list_key
+from openapi2mcp.authoring.specdoc import SpecDoc
 
 READ_VERBS = frozenset({
     "list", "get", "info", "read", "show", "history", "search", "query", "lookup", "find", "fetch", "view",
@@ -32,10 +34,6 @@ READ_VERBS = frozenset({
 })
 SEARCH_SEGMENTS = frozenset({"search", "query", "filter", "find", "lookup", "paginate", "count", "autocomplete",
                              "suggest", "suggestions"})
-PAGING_NAMES = frozenset({"page", "per_page", "perpage", "page_size", "pagesize", "limit", "offset", "cursor",
-                          "page_token", "pagetoken", "after", "starting_after", "continue", "_limit", "_token"})
-LIST_KEYS = ("data", "items", "results", "records", "values", "value", "entries", "list", "rows", "hits",
-             "elements", "objects", "nodes", "resources")
 FILE_EXTENSIONS = frozenset({"json", "yaml", "yml", "xml", "txt", "csv", "html", "htm", "md", "png", "jpg", "jpeg",
                              "gif", "svg", "pdf", "zip", "gz", "tar", "js", "css", "atom", "rss", "ics"})
 # the last label of a domain name: `/apis/rbac.authorization.k8s.io/v1` names an API group, no RPC method
@@ -95,29 +93,18 @@ class PathIndex:
         return path.rstrip("/") in self.prefixes
 
 
-def looks_like_list(op: Op, resolver: Resolver) -> bool:
+def looks_like_list(op: Op, doc: SpecDoc) -> bool:
     """A GET that answers a list: an array, an object holding one, or paging parameters."""
-    if any(a.wire.lower() in PAGING_NAMES for a in op.args.values() if a.location in ("query", "body")):
+    if any(a.wire.lower() in LIST_HINTS for a in op.args.values() if a.location in ("query", "body")):
         return True
     if op.response is None:
         return False
-    if "array" in resolver.types(op.response):
+    if "array" in doc.types(op.response):
         return True
-    return list_key(op.response, resolver) is not None
+    return list_key(op.response, doc) is not None
 
 
-def list_key(schema: dict[str, object], resolver: Resolver) -> str | None:
-    """The property of an object response that holds its list (`data`, `items`, the only array...)."""
-    props = resolver.properties(schema)
-    arrays = [n for n, s in props.items() if "array" in resolver.types(s)]
-    for name in LIST_KEYS:
-        if name in arrays:
-            return name
-    objects = [n for n in arrays if "object" in resolver.types(resolver.items(props[n]) or {})]
-    return objects[0] if len(objects) == 1 else (arrays[0] if len(arrays) == 1 else None)
-
-
-def place(op: Op, index: PathIndex, resolver: Resolver) -> Placed:
+def place(op: Op, index: PathIndex, doc: SpecDoc) -> Placed:
     """Read the operation's resource and kind off its method and path."""
     segs = [s for s in op.path.split("/") if s]
     verb: str | None = None
@@ -133,7 +120,7 @@ def place(op: Op, index: PathIndex, resolver: Resolver) -> Placed:
     if verb is not None:
         read = method == "GET" or bool(set(split_words(verb)[:1]) & READ_VERBS)
         return Placed(op, statics, snake(verb) or "call", read, f"the method {verb!r} of the path",
-                      listing=read and looks_like_list(op, resolver))
+                      listing=read and looks_like_list(op, doc))
     if ends_param:
         kind = {"GET": "get", "PATCH": "update", "DELETE": "delete"}.get(method)
         if method == "PUT":
@@ -155,7 +142,7 @@ def place(op: Op, index: PathIndex, resolver: Resolver) -> Placed:
         return Placed(op, statics[:-1] or statics, snake(last) or "search", True, f"{method} on {last!r}",
                       listing=True)
     if method == "GET":
-        listed = looks_like_list(op, resolver)
+        listed = looks_like_list(op, doc)
         return Placed(op, statics, "list" if listed else "get", True,
                       "GET of a list" if listed else "GET of a single object", listing=listed)
     if method == "POST":
@@ -249,12 +236,12 @@ def name_resources(resources: list[Resource], ops_tags: dict[tuple[str, ...], li
         r.name = base if n == 1 else f"{base}_{n}"
 
 
-def group(ops: list[Op], resolver: Resolver) -> list[Resource]:
+def group(ops: list[Op], doc: SpecDoc) -> list[Resource]:
     """Every operation on its resource, resources in the order the spec first names them."""
     index = PathIndex(ops)
     resources: dict[tuple[str, ...], Resource] = {}
     for op in ops:
-        p = place(op, index, resolver)
+        p = place(op, index, doc)
         resources.setdefault(p.resource, Resource(p.resource)).placed.append(p)
     out = list(resources.values())
     tags = {r.key: [t for p in r.placed for t in p.op.tags] for r in out}

@@ -18,16 +18,19 @@ The list's place in the page (`items`) is the body itself when it is an array, e
 property (`data`, `items`, `results`, ... or the only one); `total` is an integer total, count or
 total_count field when the page has one. Paging parameters may also be top-level properties of
 a JSON request body (a search sent as a POST: Prefect's `/flows/filter`).
+
+The one detector: `init` drafts its block (`detect`, from the raw conversion's arguments), and
+`lint` reads the same block off the spec for a list an overlay exposes without `pagination`
+(`spec_paging`), so the two never disagree about how an operation pages.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from openapi2mcp.authoring.facts import Arg, Op, Resolver
-from openapi2mcp.authoring.grouping import list_key
+from openapi2mcp.authoring.specdoc import Arg, SpecDoc, SpecOperation
 
 PAGE = ("page", "page_number", "pagenumber", "pageindex", "page_index", "pageno")
 SIZE = ("per_page", "perpage", "page_size", "pagesize", "limit", "_limit", "size", "count", "max_results",
@@ -45,8 +48,36 @@ NEXT_CONTAINERS = ("response_metadata", "metadata", "meta", "pagination", "pagin
                    "pageinfo", "cursors", "page")
 TOTAL_FIELDS = ("total", "total_count", "totalcount", "total_results", "totalresults", "total_items", "totalitems",
                 "count", "total_size", "totalsize")
+# The parameter names that alone make a GET a list (grouping.py); `count` or `from` alone do not.
+LIST_HINTS = frozenset({"page", "per_page", "perpage", "page_size", "pagesize", "limit", "offset", "cursor",
+                        "page_token", "pagetoken", "after", "starting_after", "continue", "_limit", "_token"})
+# The property of an object response that holds its list, in order of preference.
+LIST_KEYS = ("data", "items", "results", "records", "values", "value", "entries", "list", "rows", "hits",
+             "elements", "objects", "nodes", "resources")
 DEFAULT_PAGE_SIZE = 20
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class Pageable(Protocol):
+    """What paging is read from: init's `facts.Op`, or an operation as the spec writes it (`SpecPage`)."""
+
+    @property
+    def args(self) -> dict[str, Arg]: ...
+
+    @property
+    def response(self) -> dict[str, Any] | None: ...  # the success response's JSON schema
+
+    @property
+    def response_headers(self) -> list[str]: ...  # the success response's headers, as written
+
+
+@dataclass(frozen=True)
+class SpecPage:
+    """A `Pageable` read straight off the spec (lint: the overlay's tool has no raw conversion beside it)."""
+
+    args: dict[str, Arg]
+    response: dict[str, Any] | None
+    response_headers: list[str]
 
 
 @dataclass
@@ -57,6 +88,7 @@ class Paging:
     why: str
     item_schema: dict[str, Any] | None
     uses: set[str] = field(default_factory=set)  # the argument names the paging takes over
+    position: str | None = None  # the argument saying where a page starts (page, offset, cursor), if any
 
 
 def jmes_field(name: str) -> str:
@@ -76,12 +108,34 @@ def _ref(arg: Arg) -> str:
     return arg.wire
 
 
-def detect(op: Op, resolver: Resolver) -> tuple[Paging | None, str]:
+def is_page_size(name: str) -> bool:
+    """Is an argument of this name a page size (`limit`, `per_page`, `pageSize`, `$top`, ...)?"""
+    return name.lower() in SIZE
+
+
+def list_key(schema: dict[str, object], doc: SpecDoc) -> str | None:
+    """The property of an object response that holds its list (`data`, `items`, the only array...)."""
+    props = doc.properties(schema)
+    arrays = [n for n, s in props.items() if "array" in doc.types(s)]
+    for name in LIST_KEYS:
+        if name in arrays:
+            return name
+    objects = [n for n in arrays if "object" in doc.types(doc.items(props[n]) or {})]
+    return objects[0] if len(objects) == 1 else (arrays[0] if len(arrays) == 1 else None)
+
+
+def spec_paging(doc: SpecDoc, op: SpecOperation) -> tuple[Paging | None, str]:
+    """`detect` for an operation as the spec writes it (its parameters and body properties by their names)."""
+    success = doc.success(op)
+    return detect(SpecPage(doc.arguments(op), success.schema, success.headers), doc)
+
+
+def detect(op: Pageable, doc: SpecDoc) -> tuple[Paging | None, str]:
     """The paging of a list operation, or (None, why not)."""
     body = op.response
     if body is None:
         return None, "no JSON response to page through"
-    items, item_schema = _items(body, resolver)
+    items, item_schema = _items(body, doc)
     if items is None:
         return None, "the response holds no list"
     headers = {h.lower(): h for h in op.response_headers}
@@ -89,20 +143,25 @@ def detect(op: Op, resolver: Resolver) -> tuple[Paging | None, str]:
     page = _find(op.args, PAGE)
     offset = _find(op.args, OFFSET)
     cursor = _find(op.args, CURSOR)
-    total = _total(body, resolver) if items else None
+    total = _total(body, doc) if items else None
     base: dict[str, Any] = {}
     if items:
         base["items"] = items
     uses: set[str] = set()
 
-    def finish(block: dict[str, Any], why: str, *taken: Arg | None) -> tuple[Paging, str]:
+    def finish(block: dict[str, Any], why: str, *taken: Arg | None) -> tuple[Paging | None, str]:
+        columns = _columns(body, doc, items)
+        if columns:
+            return None, (f"{why}, but the response holds lists side by side ({', '.join(f'`{c}`' for c in columns)}),"
+                          " the columns of one table: paging one would drop the others")
         for a in (size, *taken):
             if a is not None:
                 uses.add(a.name)
         if size is not None:
             block["page_size"] = _page_size(size)
             block["max_items"] = max(100, block["page_size"])
-        return Paging({**block, **base}, why, item_schema, uses), why
+        position = next((a.name for a in taken if a is not None), None)
+        return Paging({**block, **base}, why, item_schema, uses, position), why
 
     if "link" in headers:
         block: dict[str, Any] = {"style": "link"}
@@ -130,10 +189,10 @@ def detect(op: Op, resolver: Resolver) -> tuple[Paging | None, str]:
             block["size_param"] = _ref(size)
         return finish(block, f"the `{cursor_header}` response header holds the next cursor", cursor)
     if cursor is not None:
-        found = _next_cursor(body, resolver)
-        if found is None and items and _has_more(body, resolver):
-            item_id = "id" in resolver.properties(item_schema or {})
-            last_id = "last_id" in resolver.properties(body)
+        found = _next_cursor(body, doc)
+        if found is None and items and _has_more(body, doc):
+            item_id = "id" in doc.properties(item_schema or {})
+            last_id = "last_id" in doc.properties(body)
             if last_id:
                 found = "has_more && last_id || `null`"
             elif item_id:
@@ -163,7 +222,7 @@ def detect(op: Op, resolver: Resolver) -> tuple[Paging | None, str]:
         if total:
             block["total"] = total
         return finish(block, f"`{page.wire}` and `{size.wire}` parameters", page)
-    next_url = _next_url(body, resolver)
+    next_url = _next_url(body, doc)
     if next_url is not None:
         block = {"style": "next_url", "next": next_url}
         if size is not None:
@@ -176,37 +235,48 @@ def detect(op: Op, resolver: Resolver) -> tuple[Paging | None, str]:
     return None, "no paging parameters or next-page fields found"
 
 
-def paging_params(op: Op) -> list[str]:
+def paging_params(op: Pageable) -> list[str]:
     """The operation's parameters that look like paging ones (spec names)."""
     names = set(PAGE) | set(SIZE) | set(OFFSET) | set(CURSOR)
     return [a.wire for a in op.args.values() if a.location in ("query", "body") and a.wire.lower() in names]
 
 
-def _items(body: dict[str, Any], resolver: Resolver) -> tuple[str | None, dict[str, Any] | None]:
+def _items(body: dict[str, Any], doc: SpecDoc) -> tuple[str | None, dict[str, Any] | None]:
     """('' for a bare array | the list's JMESPath | None, the item schema)."""
-    if "array" in resolver.types(body):
-        return "", resolver.items(body)
-    key = list_key(body, resolver)
+    if "array" in doc.types(body):
+        return "", doc.items(body)
+    key = list_key(body, doc)
     if key is None:
         return None, None
-    return jmes_field(key), resolver.items(resolver.properties(body)[key])
+    return jmes_field(key), doc.items(doc.properties(body)[key])
 
 
-def _scalar(schema: dict[str, Any], resolver: Resolver, kinds: set[str]) -> bool:
-    types = resolver.types(schema)
+def _columns(body: dict[str, Any], doc: SpecDoc, items: str) -> list[str]:
+    """The arrays of data beside a list that no LIST_KEYS name marks as the page's (Chroma's `get` answers
+    `{ids: [...], documents: [...], metadatas: [...]}`): paging one of them would drop the others. Arrays of
+    enum values (`available_statuses`) are vocabularies, not columns."""
+    if not items or items in LIST_KEYS:
+        return []
+    arrays = [n for n, s in doc.properties(body).items() if "array" in doc.types(s)
+              and not isinstance((doc.items(s) or {}).get("enum"), list)]
+    return arrays if len(arrays) > 1 else []
+
+
+def _scalar(schema: dict[str, Any], doc: SpecDoc, kinds: set[str]) -> bool:
+    types = doc.types(schema)
     return bool(types) and types <= kinds
 
 
-def _fields(body: dict[str, Any], resolver: Resolver) -> list[tuple[str, dict[str, Any], str]]:
+def _fields(body: dict[str, Any], doc: SpecDoc) -> list[tuple[str, dict[str, Any], str]]:
     """(JMESPath, schema, lower-case leaf name) of the top-level fields and those of known containers."""
     out = []
-    for name, schema in resolver.properties(body).items():
+    for name, schema in doc.properties(body).items():
         out.append((jmes_field(name), schema, name.lower()))
-        if name.lower() in NEXT_CONTAINERS and "object" in resolver.types(schema):
-            for sub, sub_schema in resolver.properties(schema).items():
+        if name.lower() in NEXT_CONTAINERS and "object" in doc.types(schema):
+            for sub, sub_schema in doc.properties(schema).items():
                 out.append((f"{jmes_field(name)}.{jmes_field(sub)}", sub_schema, sub.lower()))
-                if sub.lower() == "next" and "object" in resolver.types(sub_schema):  # _links.next.href
-                    for leaf, leaf_schema in resolver.properties(sub_schema).items():
+                if sub.lower() == "next" and "object" in doc.types(sub_schema):  # _links.next.href
+                    for leaf, leaf_schema in doc.properties(sub_schema).items():
                         out.append((f"{jmes_field(name)}.next.{jmes_field(leaf)}", leaf_schema, f"next.{leaf.lower()}"))
     return out
 
@@ -216,33 +286,33 @@ def _is_url(schema: dict[str, Any], name: str) -> bool:
     return "uri" in text or "url" in text or "link" in text or name.endswith(".href")
 
 
-def _next_cursor(body: dict[str, Any], resolver: Resolver) -> str | None:
-    for path, schema, leaf in _fields(body, resolver):
-        if leaf in NEXT_CURSOR_FIELDS and _scalar(schema, resolver, {"string", "integer"}) and not (
+def _next_cursor(body: dict[str, Any], doc: SpecDoc) -> str | None:
+    for path, schema, leaf in _fields(body, doc):
+        if leaf in NEXT_CURSOR_FIELDS and _scalar(schema, doc, {"string", "integer"}) and not (
             _is_url(schema, leaf) and leaf != "cursor"
         ):
             return path
     return None
 
 
-def _next_url(body: dict[str, Any], resolver: Resolver) -> str | None:
-    for path, schema, leaf in _fields(body, resolver):
+def _next_url(body: dict[str, Any], doc: SpecDoc) -> str | None:
+    for path, schema, leaf in _fields(body, doc):
         name = leaf.split(".")[-1]
-        if (leaf in NEXT_URL_FIELDS or leaf == "next.href") and _scalar(schema, resolver, {"string"}) and (
+        if (leaf in NEXT_URL_FIELDS or leaf == "next.href") and _scalar(schema, doc, {"string"}) and (
             name != "next" or _is_url(schema, "") or "." in path
         ):
             return path
     return None
 
 
-def _has_more(body: dict[str, Any], resolver: Resolver) -> bool:
-    props = resolver.properties(body)
-    return any(n.lower() in ("has_more", "hasmore") and _scalar(s, resolver, {"boolean"}) for n, s in props.items())
+def _has_more(body: dict[str, Any], doc: SpecDoc) -> bool:
+    props = doc.properties(body)
+    return any(n.lower() in ("has_more", "hasmore") and _scalar(s, doc, {"boolean"}) for n, s in props.items())
 
 
-def _total(body: dict[str, Any], resolver: Resolver) -> str | None:
-    for path, schema, leaf in _fields(body, resolver):
-        if leaf in TOTAL_FIELDS and _scalar(schema, resolver, {"integer"}):
+def _total(body: dict[str, Any], doc: SpecDoc) -> str | None:
+    for path, schema, leaf in _fields(body, doc):
+        if leaf in TOTAL_FIELDS and _scalar(schema, doc, {"integer"}):
             return path
     return None
 

@@ -21,6 +21,7 @@ tag or operationId prefix) are left out with the reason, for a person to expose 
 from __future__ import annotations
 
 import re
+from typing import Protocol
 
 from openapi2mcp.authoring.facts import Op, split_words
 
@@ -47,12 +48,36 @@ RUN = frozenset({"run", "execute", "exec"})
 RUNNABLE = frozenset({"command", "commands", "script", "scripts", "code", "shell", "sql"})
 
 
-def segments(op: Op) -> list[str]:
+class Worded(Protocol):
+    """What the forbidden and administrative words are read from: init's `facts.Op`, or the `facts.Named`
+    lint makes for an operation an overlay exposes (O2M111)."""
+
+    @property
+    def ref(self) -> str: ...
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def tags(self) -> list[str]: ...
+
+    @property
+    def words(self) -> list[str]: ...
+
+
+def segments(op: Worded) -> list[str]:
     return [s.lower() for s in op.path.split("/") if s and "{" not in s]
 
 
-def forbidden_reason(op: Op) -> str | None:
+def forbidden_reason(op: Worded) -> str | None:
     """Why the operation must never be a tool, or None."""
+    danger = danger_reason(op)
+    return f"{danger}; never listed, never callable" if danger else None
+
+
+def danger_reason(op: Worded) -> str | None:
+    """What makes the operation dangerous to hand an agent (runs commands or code, acts as another user,
+    forwards traffic into the system), with the words that say so; None when nothing does."""
     segs = set(segments(op))
     for part in re.split(r"[.:]", " ".join(segs)):
         segs.update(part.split())
@@ -67,10 +92,10 @@ def forbidden_reason(op: Op) -> str | None:
     what = "acts as another user" if any(h.startswith("imperson") or h == "sudo" for h in hit) else (
         "forwards traffic into the system" if any(h in ("proxy", "portforward", "attach") for h in hit) else
         "runs commands or code")
-    return f"{what} ({', '.join(hit)}); never listed, never callable"
+    return f"{what} ({', '.join(hit)})"
 
 
-def admin_reason(op: Op) -> str | None:
+def admin_reason(op: Worded) -> str | None:
     """Why an administrative operation is left for a person, or None."""
     tag_words = {w for t in op.tags for w in split_words(t)}
     first_segment = segments(op)[:1]

@@ -21,7 +21,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from openapi2mcp.authoring.facts import Op, Resolver, ascii_fold
+from openapi2mcp.authoring.facts import Op, ascii_fold
+from openapi2mcp.authoring.specdoc import SpecDoc
 from openapi2mcp.manifest import Manifest
 
 STOP_WORDS = frozenset({"api", "apis", "rest", "restful", "openapi", "swagger", "http", "https", "web", "service",
@@ -89,7 +90,7 @@ def _first_sentence(text: Any) -> str:
 
 
 def _auth(document: dict[str, Any], var: str, ops: list[Op]) -> tuple[dict[str, Any] | None, str]:
-    resolver = Resolver(document)
+    doc = SpecDoc(document)
     components = document.get("components") if isinstance(document.get("components"), dict) else {}
     assert isinstance(components, dict)
     schemes = components.get("securitySchemes") if isinstance(components.get("securitySchemes"), dict) else {}
@@ -103,10 +104,10 @@ def _auth(document: dict[str, Any], var: str, ops: list[Op]) -> tuple[dict[str, 
     tail = ":-}" if optional else "}"
     why_optional = ("; some operations need no credentials, so an unset variable sends none" if optional else
                     "; set it before serving")
-    others = len([n for n in order if isinstance(resolver.resolve(schemes.get(n)), dict)]) - 1
+    others = len([n for n in order if isinstance(doc.resolve(schemes.get(n)), dict)]) - 1
     also = f" ({others} other scheme(s) in the spec)" if others > 0 else ""
     for name in order:
-        scheme = resolver.resolve(schemes.get(name))
+        scheme = doc.resolve(schemes.get(name))
         if not isinstance(scheme, dict):
             continue
         kind = scheme.get("type")

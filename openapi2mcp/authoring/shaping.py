@@ -21,8 +21,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from openapi2mcp.authoring.facts import Resolver, split_words
+from openapi2mcp.authoring.facts import split_words
 from openapi2mcp.authoring.paging import jmes_field
+from openapi2mcp.authoring.specdoc import SpecDoc
 
 ID_NAMES = ("id", "uuid", "uid", "key", "slug", "number", "sha", "name", "namespace", "login", "username", "title",
             "full_name", "display_name", "email", "path", "filename")
@@ -56,7 +57,7 @@ class Shape:
     why: str = ""
 
 
-def _rank(name: str, schema: dict[str, Any], resolver: Resolver, one: bool) -> int | None:
+def _rank(name: str, schema: dict[str, Any], doc: SpecDoc, one: bool) -> int | None:
     """Where a scalar field goes (lower first), or None when a draft leaves it out."""
     low = name.lower()
     words = split_words(name)
@@ -69,7 +70,7 @@ def _rank(name: str, schema: dict[str, Any], resolver: Resolver, one: bool) -> i
     if low in URL_NAMES:
         return 5
     if (words and words[-1] in ("at", "on", "date", "time", "timestamp")) or (words and words[0] in TIME_WORDS
-                                                                           and _is_time(schema, resolver)):
+                                                                           and _is_time(schema, doc)):
         return 4
     if words and (words[-1] in AMOUNT_WORDS or words[0] in ("amount", "total")):
         return 3
@@ -78,30 +79,30 @@ def _rank(name: str, schema: dict[str, Any], resolver: Resolver, one: bool) -> i
     return None
 
 
-def _is_time(schema: dict[str, Any], resolver: Resolver) -> bool:
+def _is_time(schema: dict[str, Any], doc: SpecDoc) -> bool:
     fmt = str(schema.get("format", "")).lower()
     text = str(schema.get("description", "")).lower()
     return fmt in ("date-time", "date", "unix-time") or "timestamp" in text or "epoch" in text or "time at" in text
 
 
-def draft_select(schema: dict[str, Any] | None, resolver: Resolver, one: bool, limit: int | None = None) -> Shape:
+def draft_select(schema: dict[str, Any] | None, doc: SpecDoc, one: bool, limit: int | None = None) -> Shape:
     """The select for one object (`one`) or for each item of a list, of at most `limit` fields."""
     if schema is None:
         return Shape(None, why="no JSON object schema to project")
-    prefix, props = "", resolver.properties(schema)
+    prefix, props = "", doc.properties(schema)
     if not props:
         return Shape(None, why="the response schema lists no fields")
-    objects = [n for n, s in props.items() if resolver.types(s) == {"object"} and resolver.properties(s)]
-    if len(props) <= 2 and len(objects) == 1 and len(resolver.properties(props[objects[0]])) > len(props):
-        prefix, props = jmes_field(objects[0]) + ".", resolver.properties(props[objects[0]])  # {"data": {...}}
-    nested = [n for n, s in props.items() if _has_fields(s, resolver)]
+    objects = [n for n, s in props.items() if doc.types(s) == {"object"} and doc.properties(s)]
+    if len(props) <= 2 and len(objects) == 1 and len(doc.properties(props[objects[0]])) > len(props):
+        prefix, props = jmes_field(objects[0]) + ".", doc.properties(props[objects[0]])  # {"data": {...}}
+    nested = [n for n, s in props.items() if _has_fields(s, doc)]
     if len(props) <= SMALL and not nested and not prefix:
         return Shape(None, fields=dict(props), why=f"the object is small ({len(props)} fields): returned whole")
-    ranked = _candidates(props, prefix, resolver, one)
+    ranked = _candidates(props, prefix, doc, one)
     taken = {r[2] for r in ranked}
     for order, (name, sub) in enumerate(props.items()):  # Kubernetes' metadata.name, JSON:API's attributes.title
-        if name.lower() in CONTAINER_NAMES and resolver.types(sub) == {"object"}:
-            inner = _candidates(resolver.properties(sub), f"{prefix}{jmes_field(name)}.", resolver, one, base=order)
+        if name.lower() in CONTAINER_NAMES and doc.types(sub) == {"object"}:
+            inner = _candidates(doc.properties(sub), f"{prefix}{jmes_field(name)}.", doc, one, base=order)
             for rank, sub_order, key, path, leaf in inner[:6]:
                 key = key if key not in taken else f"{name}_{key}"
                 taken.add(key)
@@ -116,45 +117,45 @@ def draft_select(schema: dict[str, Any] | None, resolver: Resolver, one: bool, l
                      "the rest left out")
 
 
-def _has_fields(schema: dict[str, Any], resolver: Resolver) -> bool:
+def _has_fields(schema: dict[str, Any], doc: SpecDoc) -> bool:
     """An object, or a list of objects, with fields of its own: what makes a result large."""
-    types = resolver.types(schema)
+    types = doc.types(schema)
     if types == {"object"}:
-        return bool(resolver.properties(schema))
+        return bool(doc.properties(schema))
     if types == {"array"}:
-        return bool(resolver.properties(resolver.items(schema) or {}))
+        return bool(doc.properties(doc.items(schema) or {}))
     return False
 
 
 Candidate = tuple[int, float, str, str, dict[str, Any]]  # (rank, order, output key, expression, schema)
 
 
-def _candidates(props: dict[str, dict[str, Any]], prefix: str, resolver: Resolver, one: bool,
+def _candidates(props: dict[str, dict[str, Any]], prefix: str, doc: SpecDoc, one: bool,
                 base: float | None = None) -> list[Candidate]:
     out: list[Candidate] = []
     nested = 0
     for i, (name, sub) in enumerate(props.items()):
         order = i if base is None else base + i / 1000  # a container's fields stand where it stands
-        types = resolver.types(sub)
+        types = doc.types(sub)
         path = prefix + jmes_field(name)
         if types and types <= {"string", "integer", "number", "boolean"}:
-            rank = _rank(name, sub, resolver, one)
+            rank = _rank(name, sub, doc, one)
             if rank is not None:
                 out.append((rank, order, name, path, sub))
         elif types == {"object"} and name.lower() in PARENT_NAMES and nested < 3:
-            inner = resolver.properties(sub)
-            key = next((k for k in NAME_KEYS if k in inner and resolver.types(inner[k]) <= {"string", "integer"}),
+            inner = doc.properties(sub)
+            key = next((k for k in NAME_KEYS if k in inner and doc.types(inner[k]) <= {"string", "integer"}),
                        None)
             if key is not None:
                 nested += 1
                 out.append((1, order, name, f"{path}.{jmes_field(key)}", inner[key]))
         elif types == {"array"}:
-            item = resolver.items(sub) or {}
-            item_types = resolver.types(item)
+            item = doc.items(sub) or {}
+            item_types = doc.types(item)
             if item_types and item_types <= {"string", "integer"} and name.lower() in SCALAR_LISTS:
                 out.append((3, order, name, path, sub))
             elif item_types == {"object"} and nested < 3 and name.lower() in OBJECT_LISTS:
-                inner = resolver.properties(item)
+                inner = doc.properties(item)
                 key = next((k for k in NAME_KEYS if k in inner), None)
                 if key is not None:
                     nested += 1

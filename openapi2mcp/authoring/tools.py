@@ -11,11 +11,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from openapi2mcp.authoring.facts import Op, Resolver, first_line, snake, split_words
+from openapi2mcp.authoring.facts import Op, first_line, snake, split_words
 from openapi2mcp.authoring.grouping import Placed, Resource
 from openapi2mcp.authoring.paging import Paging, detect, paging_params
 from openapi2mcp.authoring.risk import risk_of
 from openapi2mcp.authoring.shaping import WRITE_LIMIT, Shape, draft_select, unit_of
+from openapi2mcp.authoring.specdoc import SpecDoc
 
 RISK_ORDER = ("low", "medium", "high", "critical", "forbidden")
 _ACTION = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
@@ -90,7 +91,7 @@ def noun(resource: Resource) -> str:
     return resource.name.replace("_", " ")
 
 
-def make_use(p: Placed, resource: Resource, resolver: Resolver) -> Use:
+def make_use(p: Placed, resource: Resource, doc: SpecDoc) -> Use:
     op = p.op
     risk, risk_why = risk_of(op, p.kind, resource.words, p.read)
     use = Use(placed=p, description=op.summary or f"{p.kind.replace('_', ' ')} {noun(resource)}",
@@ -105,23 +106,23 @@ def make_use(p: Placed, resource: Resource, resolver: Resolver) -> Use:
             use.params[a.name] = {"hidden": True}
             use.param_why[a.name] = "deprecated in the spec"
     if p.read and p.listing:
-        use.paging, use.paging_why = detect(op, resolver)
+        use.paging, use.paging_why = detect(op, doc)
         if use.paging is not None:
             _clear_paging_names(use)
     if p.read:
         if use.paging is not None:
-            use.shape = draft_select(use.paging.item_schema, resolver, one=False)
+            use.shape = draft_select(use.paging.item_schema, doc, one=False)
             if use.shape.select:
                 use.shape.why = "applied to each item: " + use.shape.why
         elif not p.listing:
-            use.shape = draft_select(op.response, resolver, one=True)
+            use.shape = draft_select(op.response, doc, one=True)
         else:
             use.shape = Shape(None, why="a list without paging: returned whole (max_bytes cuts it)")
             if paging_params(op):
                 use.notes.append(f"not paged: {use.paging_why}; add `pagination` by hand if it pages "
                                  "(docs/task-tools.md#pagination-one-contract-for-every-api)")
     else:
-        use.shape = draft_select(op.response, resolver, one=False, limit=WRITE_LIMIT)
+        use.shape = draft_select(op.response, doc, one=False, limit=WRITE_LIMIT)
         use.side_effects = [side_effect(p, resource)]
         _contract(use)
     return use
@@ -245,11 +246,11 @@ def _single(u: Use, resource: Resource, category: str | None, why: str, read_onl
                 read_only=read_only, why=why)
 
 
-def build_tools(resource: Resource, reads: list[Placed], writes: list[Placed], resolver: Resolver) -> list[Tool]:
+def build_tools(resource: Resource, reads: list[Placed], writes: list[Placed], doc: SpecDoc) -> list[Tool]:
     tools: list[Tool] = []
     category = _category(resource)
     if reads:
-        uses = [make_use(p, resource, resolver) for p in reads]
+        uses = [make_use(p, resource, doc) for p in reads]
         ordered, left = variant_order(uses) if len(uses) > 1 else ([], uses)
         if ordered and len(left) * 2 <= len(uses):
             for u in ordered:
@@ -279,7 +280,7 @@ def build_tools(resource: Resource, reads: list[Placed], writes: list[Placed], r
                 why=f"the {len(uses)} reads of {noun(resource)}; their arguments do not tell them apart, so "
                     "`action` picks one"))
     if writes:
-        uses = [make_use(p, resource, resolver) for p in writes]
+        uses = [make_use(p, resource, doc) for p in writes]
         if len(uses) == 1:
             tools.append(_single(uses[0], resource, category, why=f"the one write of {noun(resource)} "
                                                                      f"({uses[0].placed.why})"))

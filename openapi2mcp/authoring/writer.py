@@ -11,7 +11,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.scalarstring import FoldedScalarString
+from ruamel.yaml.scalarstring import DoubleQuotedScalarString, FoldedScalarString
 
 from openapi2mcp.authoring.setup import Setup
 from openapi2mcp.authoring.tools import Tool, Use
@@ -57,6 +57,15 @@ def _flow_list(items: list[Any]) -> CommentedSeq:
     s = CommentedSeq(items)
     s.fa.set_flow_style()
     return s
+
+
+def flow_line(key: str, data: dict[str, Any]) -> str:
+    """`key: {a: 1, b: x}` on one line, exactly as the draft writes it (lint's fixes quote init's blocks)."""
+    yaml = YAML()
+    yaml.width = 10_000
+    out = io.StringIO()
+    yaml.dump(CommentedMap({key: _flow(data)}), out)
+    return out.getvalue().strip()
 
 
 def _text(value: str) -> str:
@@ -154,13 +163,19 @@ def tool_map(tool: Tool, indent: int) -> CommentedMap:
     return m
 
 
-def render(setup: Setup, tools: list[Tool], forbidden: list[Tool], hidden: list[NotExposed], header: list[str]
-           ) -> str:
+def render(setup: Setup, tools: list[Tool], forbidden: list[Tool], hidden: list[NotExposed], header: list[str],
+           sha256: str) -> str:
+    """The draft; `sha256` is the spec's (the loader's hash), written as the overlay's spec pin."""
     yaml = YAML()
     yaml.width = WIDTH
     yaml.indent(mapping=2, sequence=4, offset=2)
     root = CommentedMap()
     root["openapi2mcp"] = 1
+    root["spec"] = _flow({"sha256": DoubleQuotedScalarString(sha256)})
+    root.yaml_set_comment_before_after_key("spec", before=_lines(
+        "the spec this was drafted from: when it changes, compile warns (--strict refuses) and lint reports "
+        "O2M112; see what changed with `openapi2mcp diff`, then update the hash (docs/overlay.md#the-spec-pin)"),
+        indent=0)
     server = CommentedMap(setup.server)
     if "instructions" in server:
         server["instructions"] = _text(server["instructions"])

@@ -120,26 +120,15 @@ def _build(
     fetch_timeout: float = FETCH_TIMEOUT,
 ) -> tuple[Compiled, list[str]]:
     """The compiled spec and overlays, and the local files they were made from (what `serve --reload` watches)."""
-    from openapi2mcp.compiler import compile_manifest
-    from openapi2mcp.errors import InputError
-    from openapi2mcp.loader import load_spec
-    from openapi2mcp.overlay import apply_oai_overlays, read_overlay
+    from openapi2mcp.compiler import LoadOptions, compile_files
 
-    docs = [read_overlay(p) for p in overlays or []]
-    allow: bool | list[str] = True if remote and "*" in remote else list(remote or [])
-    oai = [d for d in docs if d.oai is not None]
-
-    def patch(document: dict[str, Any]) -> dict[str, Any]:  # targets the spec as written (Swagger 2.0 too)
-        return apply_oai_overlays(document, oai)
-
-    loaded = load_spec(spec, allow_remote_refs=allow or False, strict=strict, ref_root=ref_root,
-                       patch=patch if oai else None, fetch_deadline=fetch_timeout)
-    compiled = compile_manifest(loaded, docs, all_operations=all_operations)
-    if strict and compiled.warnings:
-        raise InputError(compiled.warnings, title="spec problems (--strict):")
+    options = LoadOptions(allow_remote_refs=tuple(remote or ()), ref_root=ref_root, fetch_timeout=fetch_timeout,
+                          strict=strict)
+    made = compile_files(spec, overlays or [], all_operations=all_operations, options=options)
+    compiled = made.compiled
     if compiled.warnings and not quiet:
         _print_warnings(compiled)
-    return compiled, [*loaded.files, *(str(p) for p in overlays or [])]
+    return compiled, [*made.spec.files, *(str(p) for p in overlays or [])]
 
 
 def _print_warnings(compiled: Compiled, limit: int = 10) -> None:

@@ -49,11 +49,12 @@ RefRootOpt = Annotated[Path | None, typer.Option("--ref-root", help="Folder that
 FetchOpt = Annotated[float, typer.Option("--fetch-timeout", min=1, help="Seconds a spec given by URL may take.")]
 
 
-def _load_options(remote: list[str] | None, ref_root: Path | None, fetch_timeout: float) -> LoadOptions:
+def _load_options(remote: list[str] | None, ref_root: Path | None, fetch_timeout: float,
+                  strict: bool = False) -> LoadOptions:
     from openapi2mcp.authoring import LoadOptions
 
     return LoadOptions(allow_remote_refs=tuple(remote or ()), ref_root=str(ref_root) if ref_root else None,
-                       fetch_timeout=fetch_timeout)
+                       fetch_timeout=fetch_timeout, strict=strict)
 
 
 def _console() -> Console | None:
@@ -409,17 +410,14 @@ def init(
 
     def run() -> None:
         from openapi2mcp.authoring import draft_overlay
-        from openapi2mcp.loader import load_spec
+        from openapi2mcp.compiler import load_with_overlays
 
         target = None if output == "-" else Path(output)
         if target is not None and target.exists() and not force:
             fail(f"error: {target} exists; pass --force to replace it, or -o to write another file")
         if target is not None and target.is_dir():
             fail(f"error: {target} is a folder; give a file name, e.g. -o {target / 'overlay.yaml'}")
-        allow: bool | list[str] = True if allow_remote_refs and "*" in allow_remote_refs else list(
-            allow_remote_refs or [])
-        loaded = load_spec(spec, allow_remote_refs=allow or False, strict=strict, ref_root=ref_root,
-                           fetch_deadline=fetch_timeout)
+        loaded = load_with_overlays(spec, options=_load_options(allow_remote_refs, ref_root, fetch_timeout, strict))
         draft = draft_overlay(loaded, max_tools=max_tools, name=target.name if target else "overlay.yaml")
         if target is None:
             sys.stdout.write(draft.text)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from openapi2mcp.compiler.compile import Compiled, compile_manifest
+from openapi2mcp.compiler.files import CompiledFiles, LoadOptions, compile_files, load_with_overlays, read_overlays
 from openapi2mcp.compiler.names import (
     CLAUDE_CODE_LIMIT,
     CLIENT_NAME_PATTERN,
@@ -16,9 +17,14 @@ __all__ = [
     "CLAUDE_CODE_LIMIT",
     "CLIENT_NAME_PATTERN",
     "Compiled",
+    "CompiledFiles",
+    "LoadOptions",
     "claude_code_name",
+    "compile_files",
     "compile_manifest",
+    "load_with_overlays",
     "name_warnings",
     "pin_warning",
+    "read_overlays",
     "served_name",
 ]

@@ -6,27 +6,18 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from openapi2mcp.authoring.facts import named
 from openapi2mcp.authoring.lint.model import Hit
 from openapi2mcp.authoring.lint.text import (
-    NEXT_LINKS,
-    danger_words,
     description_problem,
-    list_shape,
     names_tell_apart,
-    page_param_kind,
     similar,
-    squash,
     stated_bounds,
 )
 from openapi2mcp.authoring.lint.views import BranchView, LintContext, ToolView
-from openapi2mcp.authoring.specdoc import (
-    SpecOperation,
-    body_properties,
-    resolve,
-    structure_size,
-    success_headers,
-    success_schema,
-)
+from openapi2mcp.authoring.paging import is_page_size, spec_paging
+from openapi2mcp.authoring.risk import admin_reason, danger_reason
+from openapi2mcp.authoring.writer import flow_line
 from openapi2mcp.compiler import pin_warning
 from openapi2mcp.manifest import RISK_ORDER, SAFE_METHODS, needs_confirmation
 
@@ -124,26 +115,10 @@ def arg_bounds(ctx: LintContext) -> Iterator[Hit]:
                 yield Hit(f"argument {name!r} of {tool.name!r}: its description states {said} but its schema does "
                           "not, so the model is not held to it", tool.arg_path(name), tool.name,
                           fix=f"params: {{{name}: {{{said}}}}}")
-            elif types & {"integer", "number"} and page_param_kind(name) == "size" and not _has(schema, "maximum"):
+            elif types & {"integer", "number"} and is_page_size(name) and not _has(schema, "maximum"):
                 yield Hit(f"argument {name!r} of {tool.name!r} is a page size without a maximum: the API caps it, "
                           "the model does not know where", tool.arg_path(name), tool.name,
                           fix=f"params: {{{name}: {{maximum: N}}}} with the API's cap (or use `pagination`)")
-
-
-def _paging_params(ctx: LintContext, op: SpecOperation) -> list[tuple[str, str]]:
-    names = [str(p.get("name")) for p in op.params if p.get("in") in ("query", "header")]
-    names += [f"body.{k}" for k in body_properties(ctx.document, op)]
-    out = []
-    for n in names:
-        kind = page_param_kind(n.removeprefix("body."))
-        if kind:
-            out.append((n, kind))
-    return out
-
-
-def _has_next(ctx: LintContext, body: dict[str, Any] | None) -> bool:
-    props = resolve(ctx.document, body).get("properties") if isinstance(body, dict) else None
-    return isinstance(props, dict) and any(squash(k) in NEXT_LINKS for k in props)
 
 
 def pagination(ctx: LintContext) -> Iterator[Hit]:
@@ -154,23 +129,19 @@ def pagination(ctx: LintContext) -> Iterator[Hit]:
             op = b.operations[0]
             if op.method not in SAFE_METHODS and RISK_ORDER[b.branch.risk] > RISK_ORDER["low"]:
                 continue  # a write that takes a `limit` is not a list
-            params = _paging_params(ctx, op)
-            linked = "link" in success_headers(ctx.document, op)
-            body = success_schema(ctx.document, op)
-            shape = list_shape(body, lambda s: resolve(ctx.document, s))
-            # a page size alone is "the first N" (a search's best hits): paging needs a position or a next link
-            if shape is None or not (any(k == "position" for _, k in params) or linked or _has_next(ctx, body)):
+            found, _ = spec_paging(ctx.doc, op)  # init's detector: the block `openapi2mcp init` drafts
+            if found is None:
                 continue
-            how = ", ".join(n for n, _ in params) or ("a Link header" if linked else "a next field")
-            fed = {p.name for p in b.branch.steps[0].operation.params if p.arg}
-            by_hand = [n for n, k in params if k == "position" and n in fed]
-            effect = (f"the model pages by hand ({', '.join(by_hand)}), without a budget or one contract for every "
-                      "list" if by_hand else "the model sees one page and cannot ask for the next")
-            yield Hit(f"{b.label} lists ({op.key} returns {'an array' if shape == 'array' else shape!r}) and the "
-                      f"API pages it ({how}), but the tool has no `pagination`: {effect}", (*b.path, "operation"),
+            items = found.block.get("items")
+            call = b.branch.steps[0].operation
+            fed = {p.name for p in call.params if p.arg} | set(call.body.properties.values() if call.body else ())
+            effect = (f"the model pages by hand ({found.position}), without a budget or one contract for every "
+                      "list" if found.position in fed else "the model sees one page and cannot ask for the next")
+            yield Hit(f"{b.label} lists ({op.key} returns {repr(items) if items else 'an array'}) and the API pages "
+                      f"it ({found.why}), but the tool has no `pagination`: {effect}", (*b.path, "operation"),
                       tool.name,
-                      fix="add `pagination: {style: ...}` (page, offset, body_cursor, header_cursor, link, next_url; "
-                      "docs/task-tools.md)")
+                      fix=f"{flow_line('pagination', found.block)}  # as `openapi2mcp init` drafts it "
+                      "(docs/task-tools.md#pagination-one-contract-for-every-api)")
 
 
 def response_select(ctx: LintContext) -> Iterator[Hit]:
@@ -181,10 +152,10 @@ def response_select(ctx: LintContext) -> Iterator[Hit]:
                 continue
             if b.branch.pagination is not None and b.branch.pagination.item_select:
                 continue
-            schema = success_schema(ctx.document, b.operations[0])
+            schema = ctx.doc.success(b.operations[0]).schema
             if schema is None:
                 continue
-            size = structure_size(ctx.document, schema, cap)
+            size = ctx.doc.structure_size(schema, cap)
             if size > cap:
                 yield Hit(f"{b.label} returns the whole {b.operations[0].key} response, whose schema describes "
                           f"more than {cap:,} bytes of fields, without `response.select`", (*b.path, "operation"),
@@ -252,11 +223,13 @@ def dangerous_operations(ctx: LintContext) -> Iterator[Hit]:
         for b in tool.branches:
             if b.branch.risk == "forbidden":
                 continue
-            for op in b.operations:
-                found = danger_words(op.id, op.path)
-                if found:
-                    yield Hit(f"{b.label} exposes {op.key} ({op.id}), which looks like "
-                              f"{' / '.join(found)}: an agent may run it", (*b.path, "operation"), tool.name)
+            for op in b.operations:  # init's words: what it drafts as `risk: forbidden`, or leaves out as admin
+                name = named(op)
+                danger = danger_reason(name)
+                admin = admin_reason(name)
+                why = f"{danger}: an agent may run it" if danger else f"is an {admin}" if admin else None
+                if why:
+                    yield Hit(f"{b.label} exposes {op.key} ({op.id}), which {why}", (*b.path, "operation"), tool.name)
 
 
 def spec_pin(ctx: LintContext) -> Iterator[Hit]:

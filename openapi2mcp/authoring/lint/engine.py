@@ -6,11 +6,11 @@ from openapi2mcp.authoring.lint.model import Finding, Hit, LintOptions, LintRepo
 from openapi2mcp.authoring.lint.rules import BY_ID, RULES, SUPPRESSION_REASON, UNUSED_SUPPRESSION
 from openapi2mcp.authoring.lint.suppress import Suppression, covering, is_rule_id, read_suppressions
 from openapi2mcp.authoring.lint.views import LintContext, build_context
-from openapi2mcp.authoring.project import Project
+from openapi2mcp.compiler import CompiledFiles
 from openapi2mcp.errors import InputError
 
 
-def run_lint(project: Project, options: LintOptions = LintOptions()) -> LintReport:
+def run_lint(project: CompiledFiles, options: LintOptions = LintOptions()) -> LintReport:
     """Every rule's findings for the project's tool overlay (client rules: for `options.clients`)."""
     from openapi2mcp.authoring.clients import PROFILES
 

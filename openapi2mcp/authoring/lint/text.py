@@ -1,20 +1,14 @@
-"""The word-level heuristics of the checks: useful descriptions, bounds stated in prose, paging
-parameters, operations that look dangerous, near-identical descriptions."""
+"""The word-level heuristics of the checks: useful descriptions, bounds stated in prose, near-identical
+descriptions. Words are init's (`facts.split_words`), as are paging and dangerous operations
+(authoring/paging.py, authoring/risk.py)."""
 
 from __future__ import annotations
 
 import difflib
 import re
 from collections.abc import Iterable
-from typing import Any
 
-_WORD = re.compile(r"[A-Za-z0-9]+")
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
-
-
-def words(text: str) -> list[str]:
-    """Lower-case words; camelCase, snake_case, kebab-case and paths split."""
-    return [w.lower() for w in _WORD.findall(_CAMEL.sub(" ", text))]
+from openapi2mcp.authoring.facts import split_words
 
 
 def description_problem(text: str | None, names: Iterable[str], min_words: int) -> str | None:
@@ -25,9 +19,9 @@ def description_problem(text: str | None, names: Iterable[str], min_words: int) 
     """
     if text is None or not text.strip():
         return "has no description"
-    said = words(text)
+    said = split_words(text)
     for name in names:
-        if name and said == words(name):
+        if name and said == split_words(name):
             return f"has a description that only repeats {name!r}"
     if len(said) < min_words:
         return f"has a description of {len(said)} word{'s' if len(said) != 1 else ''}"
@@ -87,96 +81,12 @@ def _keyword(kind: str, unit: str, types: set[str]) -> str | None:
     return None
 
 
-# The names a page size goes by; an integer argument of these names and no maximum is unbounded.
-PAGE_SIZE_NAMES = frozenset({"limit", "perpage", "pagesize", "maxresults", "maxitems", "top", "first", "size",
-                             "count", "pagelimit", "maxpagesize", "num", "numresults", "rows"})
-# Where a page starts: page numbers, offsets and cursors.
-PAGE_POSITION_NAMES = frozenset({"page", "pagenumber", "pageindex", "pagenum", "offset", "skip", "start",
-                                 "startindex", "cursor", "pagetoken", "nextpagetoken", "continuationtoken",
-                                 "continuation", "after", "startingafter", "endingbefore", "marker", "nexttoken",
-                                 "token", "pagecursor", "from", "searchafter"})
-# Fields of a page body that hold the next page or a count.
-NEXT_FIELDS = frozenset({"next", "nextcursor", "nextpagetoken", "nexttoken", "cursor", "hasmore", "hasnext",
-                         "nextpage", "nextlink", "odatanextlink", "continuation", "continuationtoken", "total",
-                         "totalcount", "count", "links", "paging", "pagination", "meta", "page", "pages"})
-# ... and those that can only mean "there is a next page"
-NEXT_LINKS = frozenset({"next", "nextcursor", "nextpagetoken", "nexttoken", "hasmore", "hasnext", "nextpage",
-                        "nextlink", "odatanextlink", "continuationtoken"})
-LIST_FIELDS = frozenset({"items", "data", "results", "records", "entries", "values", "list", "content",
-                         "elements", "objects", "hits", "rows", "nodes", "edges"})
-
-
-def squash(name: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", name.lower())
-
-
-def page_param_kind(name: str) -> str | None:
-    """'position' or 'size' for a paging parameter's name (`page`, `_token`, `per_page`, `$top`), else None."""
-    key = squash(name)
-    if key in PAGE_POSITION_NAMES:
-        return "position"
-    if key in PAGE_SIZE_NAMES:
-        return "size"
-    return None
-
-
-def list_shape(schema: dict[str, Any] | None, resolve: Any) -> str | None:
-    """How a response body is a list: "array", or "<field>" of an envelope object; None when it is not one."""
-    if not isinstance(schema, dict):
-        return None
-    schema = resolve(schema)
-    for key in ("allOf", "anyOf", "oneOf"):
-        for sub in schema.get(key) or []:
-            found = list_shape(sub, resolve)
-            if found:
-                return found
-    types = schema.get("type")
-    if types == "array" or (isinstance(types, list) and "array" in types):
-        return "array"
-    props = schema.get("properties")
-    if not isinstance(props, dict):
-        return None
-    arrays = [k for k, v in props.items() if _is_array(resolve(v))]
-    named = [str(k) for k in arrays if squash(k) in LIST_FIELDS]
-    if named:
-        return named[0]
-    if arrays and any(squash(k) in NEXT_FIELDS for k in props):
-        return str(arrays[0])
-    return None
-
-
-def _is_array(schema: Any) -> bool:
-    if not isinstance(schema, dict):
-        return False
-    types = schema.get("type")
-    return types == "array" or (isinstance(types, list) and "array" in types)
-
-
-# --------------------------------------------------------------------------- operations that look dangerous
-
-# Words in an operationId or path that mark an operation an agent should never run unattended:
-# running code or commands, administration, acting as another user.
-DANGER_WORDS = frozenset({"shell", "exec", "execute", "eval", "command", "commands", "cmd", "sudo", "terminal",
-                          "terminals", "impersonate", "impersonation", "impersonations", "admin", "admins",
-                          "administrator", "administrators", "superuser", "runcommand", "runscript"})
-
-
-def danger_words(operation_id: str, path: str) -> list[str]:
-    """The dangerous words of an operation's id and path (path parameters left out), in order, once each."""
-    text = operation_id + " " + re.sub(r"\{[^}]*\}", " ", path)
-    out: list[str] = []
-    for w in words(text):
-        if w in DANGER_WORDS and w not in out:
-            out.append(w)
-    return out
-
-
 # --------------------------------------------------------------------------- near-identical descriptions
 
 
 def similar(a: str, b: str, threshold: float) -> float | None:
     """How alike two descriptions read, word by word (difflib's ratio), when at least `threshold`; else None."""
-    wa, wb = words(a)[:120], words(b)[:120]
+    wa, wb = split_words(a)[:120], split_words(b)[:120]
     if not wa or not wb:
         return None
     matcher = difflib.SequenceMatcher(None, wa, wb, autojunk=False)
@@ -193,6 +103,6 @@ def _stem(word: str) -> str:
 def names_tell_apart(a: str, b: str, name_a: str, name_b: str) -> bool:
     """Do two alike descriptions differ exactly where their tools' names do ("Flows sorted by name" beside
     "Variables sorted by name" for flows_list and variables_list)? Then the model can tell them apart."""
-    distinct = {_stem(w) for w in words(name_a)} ^ {_stem(w) for w in words(name_b)}
-    differing = {_stem(w) for w in words(a)} ^ {_stem(w) for w in words(b)}
+    distinct = {_stem(w) for w in split_words(name_a)} ^ {_stem(w) for w in split_words(name_b)}
+    differing = {_stem(w) for w in split_words(a)} ^ {_stem(w) for w in split_words(b)}
     return bool(distinct & differing)

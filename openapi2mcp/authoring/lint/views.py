@@ -13,8 +13,8 @@ from functools import cached_property
 from typing import Any
 
 from openapi2mcp.authoring.lint.model import LintOptions
-from openapi2mcp.authoring.project import Project
-from openapi2mcp.authoring.specdoc import SpecOperation, find_operation
+from openapi2mcp.authoring.specdoc import SpecDoc, SpecOperation
+from openapi2mcp.compiler import CompiledFiles
 from openapi2mcp.manifest import DRY_RUN_ARG, DRY_RUN_TOKEN_ARG, Branch, ResponseSpec, ToolSpec
 from openapi2mcp.overlay import KeyPath, OperationUse, OverlayFile, ToolDef, ToolOverlay
 
@@ -84,14 +84,15 @@ class ToolView:
 class LintContext:
     """Everything the checks read; built once per run."""
 
-    project: Project
+    project: CompiledFiles
     options: LintOptions
     overlay: OverlayFile
     tools: list[ToolView] = field(default_factory=list)
 
-    @property
-    def document(self) -> dict[str, Any]:
-        return self.project.spec.document
+    @cached_property
+    def doc(self) -> SpecDoc:
+        """The spec's own words (the loaded document, its refs followed)."""
+        return SpecDoc(self.project.spec.document)
 
     @property
     def written(self) -> ToolOverlay:
@@ -115,7 +116,7 @@ class LintContext:
         return len(json.dumps({"tools": self.definitions}, ensure_ascii=False).encode())
 
 
-def build_context(project: Project, options: LintOptions) -> LintContext:
+def build_context(project: CompiledFiles, options: LintOptions) -> LintContext:
     overlay = project.tool_overlay
     assert overlay is not None and overlay.tools is not None
     ctx = LintContext(project=project, options=options, overlay=overlay)
@@ -141,8 +142,7 @@ def _branches(ctx: LintContext, tool: ToolSpec, written: ToolDef | None, path: K
         defs = [(path, None)] * len(tool.branches)
     out = []
     for (at, bdef), branch in zip(defs, tool.branches, strict=True):
-        ops = [find_operation(ctx.document, s.operation.method, s.operation.path, s.operation.id)
-               for s in branch.steps]
+        ops = [ctx.doc.operation(s.operation.method, s.operation.path, s.operation.id) for s in branch.steps]
         out.append(BranchView(key=branch.key, path=at, branch=branch, written=bdef,
                               operations=[o for o in ops if o is not None], tool=tool))
     return out
