@@ -5,7 +5,7 @@
     openapi2mcp serve   SPEC [--overlay FILE ...] [--transport stdio|http] [--host H] [--port P]
     openapi2mcp serve   --manifest manifest.json [...]
     openapi2mcp demo
-    openapi2mcp schema  overlay|manifest
+    openapi2mcp schema  overlay|manifest|contract
     openapi2mcp init    SPEC [-o overlay.yaml] [--max-tools N] [--json]
     openapi2mcp lint    SPEC --overlay FILE [--client NAME ...] [--format text|json|sarif]
     openapi2mcp diff    OLD_SPEC NEW_SPEC --overlay FILE [--fail-on breaking]   (or two Manifests)
@@ -185,6 +185,8 @@ def _upstream_line(m: Manifest) -> str:
 
 
 def _print_inspect(compiled: Compiled, definitions: list[dict[str, Any]]) -> None:
+    from openapi2mcp.manifest import CONTRACT_KEY
+
     m = compiled.manifest
     rows = []
     total = 0
@@ -193,14 +195,17 @@ def _print_inspect(compiled: Compiled, definitions: list[dict[str, Any]]) -> Non
         total += size
         ops = ", ".join(f"{s.operation.method} {s.operation.path}" for b in tool.branches for s in b.steps)
         name = tool.name + (f" (written {tool.written_name})" if tool.written_name else "")
-        rows.append((name, tool.risk, ops, size))
+        rows.append((name, tool.risk, _essentials(d), ops, size, d["_meta"][CONTRACT_KEY]["sideEffects"]))
     hidden = len(m.tools) - len(definitions)
     typer.echo(f"{m.server.name} {m.server.version}: {len(definitions)} tool(s)"
                + (f" (+{hidden} forbidden, not listed)" if hidden else "")
                + f", upstream {_upstream_line(m)}")
     width = max((len(r[0]) for r in rows), default=4)
-    for name, risk, ops, size in rows:
-        typer.echo(f"  {name:<{width}}  {risk:<8}  {size:>8,} B  ~{_tokens(size):>7,} tok  {ops}")
+    gist = max((len(r[2]) for r in rows), default=4)
+    for name, risk, essentials, ops, size, effects in rows:
+        typer.echo(f"  {name:<{width}}  {risk:<8}  {essentials:<{gist}}  {size:>8,} B  ~{_tokens(size):>7,} tok  {ops}")
+        if effects:
+            typer.echo(f"  {'':<{width}}  side effects: {'; '.join(e.rstrip('.') for e in effects)}")
     listing = json.dumps({"tools": definitions}, ensure_ascii=False).encode()
     typer.echo(f"tools/list: {len(listing):,} bytes, ~{_tokens(len(listing)):,} tokens "
                f"(estimate: bytes/4); manifest {m.content_hash[:19]}")
@@ -216,6 +221,28 @@ def _print_inspect(compiled: Compiled, definitions: list[dict[str, Any]]) -> Non
         for p in m.prompts:
             args = ", ".join(a.name + ("*" if a.required else "") for a in p.arguments)
             typer.echo(f"  {p.name}({args})" + (f"  {p.title}" if p.title else ""))
+
+
+def _essentials(definition: dict[str, Any]) -> str:
+    """The contract in a few words: who approves a call (autonomous / confirm / auto-approved), the dry run."""
+    from openapi2mcp.manifest import CONTRACT_KEY
+
+    contract = definition["_meta"][CONTRACT_KEY]
+    actions = contract.get("actions") or {}
+
+    def which(key: str, value: str) -> str:  # " (merge)": the actions it applies to, when not all
+        keys = [a for a, c in actions.items() if c[key] == value]
+        return f" ({', '.join(keys)})" if actions and len(keys) < len(actions) else ""
+
+    confirm = contract["confirmation"]
+    words = ["autonomous" if contract["autonomous"] else {"required": "confirm", "autoApproved": "auto-approved",
+                                                          "none": "not autonomous"}[confirm] + which("confirmation",
+                                                                                                    confirm)]
+    if contract["dryRun"] != "none":
+        words.append(f"dry-run {contract['dryRun']}" + which("dryRun", contract["dryRun"]))
+    if contract["stepUp"]:
+        words.append("step-up")
+    return ", ".join(words)
 
 
 def _warn_names(server: str, tools: list[str], limit: int = 10) -> None:
@@ -407,9 +434,17 @@ def demo(
 
 @app.command()
 def schema(
-    which: Annotated[str, typer.Argument(help="overlay (the tool overlay format) or manifest.")] = "overlay",
+    which: Annotated[str, typer.Argument(help="overlay (the tool overlay format), manifest, or contract (a listed "
+                                         "tool's _meta[\"openapi2mcp/contract\"]).")] = "overlay",
 ) -> None:
-    """Print a JSON Schema: the overlay format (for editors) or the Manifest."""
+    """Print a JSON Schema: the overlay format (for editors), the Manifest, or the tool contract.
+
+    Examples:
+
+        openapi2mcp schema overlay > overlay.schema.json
+
+        openapi2mcp schema contract   # what every tools/list entry carries in _meta (docs/contract.md)
+    """
     if which == "overlay":
         from openapi2mcp.overlay import overlay_json_schema
 
@@ -418,8 +453,12 @@ def schema(
         from openapi2mcp.manifest import Manifest
 
         data = Manifest.model_json_schema(by_alias=True)
+    elif which == "contract":
+        from openapi2mcp.manifest import contract_json_schema
+
+        data = contract_json_schema()
     else:
-        _fail(f"unknown schema {which!r}: use overlay or manifest")
+        _fail(f"unknown schema {which!r}: use overlay, manifest or contract")
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
