@@ -36,7 +36,7 @@ from openapi2mcp.serving import CHECK, OPTIONS, Option, path_flags, resolve  # s
 
 if TYPE_CHECKING:
     from openapi2mcp.authoring import Reloader
-    from openapi2mcp.compiler import Compiled
+    from openapi2mcp.compiler import Compiled, Unexposed
     from openapi2mcp.manifest import Manifest
 
 app = typer.Typer(
@@ -371,21 +371,37 @@ def _manifest_for_serve(
     ref_root: Path | None,
     fetch_timeout: float = FETCH_TIMEOUT,
 ) -> Manifest:
+    return _compiled_or_read(spec, overlay, manifest, all_operations, strict, allow_remote_refs, ref_root,
+                             fetch_timeout)[0]
+
+
+def _compiled_or_read(
+    spec: str | None,
+    overlay: list[Path] | None,
+    manifest: Path | None,
+    all_operations: bool,
+    strict: bool,
+    allow_remote_refs: list[str] | None,
+    ref_root: Path | None,
+    fetch_timeout: float = FETCH_TIMEOUT,
+) -> tuple[Manifest, list[Unexposed] | None]:
+    """The Manifest (compiled, or read with --manifest) and the operations it leaves out (None: not known)."""
     from openapi2mcp.manifest import Manifest
 
     if manifest is not None:
         if spec or overlay:
             _fail("give either SPEC (with --overlay) or --manifest, not both")
         try:
-            return Manifest.read(manifest)
+            return Manifest.read(manifest), None
         except FileNotFoundError:
             _fail(f"manifest not found: {manifest}")
         except ValueError as e:
             _fail(f"{manifest}: not a usable manifest: {str(e).splitlines()[0]}")
     if not spec:
         _fail("give a SPEC (with --overlay or --all-operations), or --manifest FILE")
-    return _compile(spec, overlay, all_operations, strict, allow_remote_refs, ref_root=ref_root,
-                    fetch_timeout=fetch_timeout).manifest
+    compiled = _compile(spec, overlay, all_operations, strict, allow_remote_refs, ref_root=ref_root,
+                        fetch_timeout=fetch_timeout)
+    return compiled.manifest, compiled.unexposed
 
 
 def _reloader(
@@ -534,12 +550,15 @@ def build(
         from openapi2mcp.build import build_package, default_name, package_name
 
         started = time.monotonic()
-        m = _manifest_for_serve(spec, overlay, manifest, all_operations, strict, allow_remote_refs, ref_root,
-                               fetch_timeout)
+        from openapi2mcp.authoring import catalog_files
+
+        m, unexposed = _compiled_or_read(spec, overlay, manifest, all_operations, strict, allow_remote_refs, ref_root,
+                                         fetch_timeout)
         target = out or Path("dist") / (package_name(name) if name else default_name(m))
         result = build_package(m, target, name=name, version=version, base_image=base_image,
                                runtime_wheel_file=runtime_wheel, lock=lock.value, extras=with_extras or (),
-                               mcp_name=mcp_name, image=image, remote_url=remote_url)
+                               mcp_name=mcp_name, image=image, remote_url=remote_url,
+                               catalog=catalog_files(m, unexposed))
         for w in result.warnings:
             typer.echo(f"openapi2mcp: warning: {w}", err=True)
         typer.echo(f"wrote {target}: {result.name} {result.version}, {len(result.files)} files, "
