@@ -345,7 +345,7 @@ def serve(**given: Any) -> None:
         from openapi2mcp.serving import serve as serve_manifest
 
         if not options.reload:
-            serve_manifest(_manifest_for_serve(**inputs), options, prog="openapi2mcp", check=check)
+            serve_manifest(_compiled_or_read(**inputs)[0], options, prog="openapi2mcp", check=check)
             return
         reloader = _reloader(**inputs)
         serve_manifest(reloader.first(), options, prog="openapi2mcp", check=check, beside=reloader.run)
@@ -359,20 +359,6 @@ serve.__signature__ = Signature([  # type: ignore[attr-defined]  # what typer re
     *(_run_parameter(option) for option in (*OPTIONS, CHECK)),
 ])
 app.command(epilog=SERVE_EXAMPLES)(serve)
-
-
-def _manifest_for_serve(
-    spec: str | None,
-    overlay: list[Path] | None,
-    manifest: Path | None,
-    all_operations: bool,
-    strict: bool,
-    allow_remote_refs: list[str] | None,
-    ref_root: Path | None,
-    fetch_timeout: float = FETCH_TIMEOUT,
-) -> Manifest:
-    return _compiled_or_read(spec, overlay, manifest, all_operations, strict, allow_remote_refs, ref_root,
-                             fetch_timeout)[0]
 
 
 def _compiled_or_read(
