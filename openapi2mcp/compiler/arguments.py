@@ -20,7 +20,7 @@ import jsonschema
 
 from openapi2mcp.compiler import bodypath
 from openapi2mcp.compiler.bodypath import PathError
-from openapi2mcp.compiler.media import is_json, pick_media
+from openapi2mcp.compiler.media import is_json, pick_media, sends_bytes
 from openapi2mcp.compiler.model import Arg, Context, Operation, RequestBody
 from openapi2mcp.compiler.responses import accept_header, success_statuses
 from openapi2mcp.compiler.schemas import SchemaError, has_ref, schema_types, trim
@@ -167,6 +167,12 @@ def _body_args(ctx: Context, op: Operation, taken: set[str]) -> list[Arg]:
             return []  # an empty form
         if body.description and "description" not in schema:
             schema = {**schema, "description": trim(body.description, 600)}
+        if sends_bytes(media, schema):  # a model cannot send raw bytes: it sends base64, the server decodes
+            said, base = str(schema.get("description", "")).strip(), media.split(";")[0].strip()
+            said += "." if said and not said.endswith((".", "!", "?")) else ""
+            schema = {"type": "string", "contentEncoding": "base64", "contentMediaType": base,
+                      "description": f"{said} The content ({base}), base64-encoded.".strip()}
+            return [Arg(name="body", wire=media, location="body*", schema=schema, required=required, binary=True)]
         return [Arg(name="body", wire=media, location="body*", schema=schema, required=required)]
     properties, required_props, defs = props
     args = []
@@ -491,7 +497,7 @@ def operation_spec(ctx: Context, op: Operation, args: list[Arg]) -> OperationSpe
             body = BodySpec(media_type=whole.wire, required=True, value=whole.value, fields=fields, nulls=nulls)
         elif not whole.hidden:
             body = BodySpec(media_type=whole.wire, required=whole.required, arg=whole.name, fields=fields,
-                            nulls=nulls)
+                            nulls=nulls, base64=whole.binary)
         elif fields:
             body = BodySpec(media_type=whole.wire, required=whole.required, fields=fields, nulls=nulls)
     elif rbody is not None:

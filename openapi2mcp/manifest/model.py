@@ -98,6 +98,7 @@ class BodySpec(_Model):
     media_type: str  # application/json, application/x-www-form-urlencoded, multipart/form-data, ...
     required: bool = False
     arg: str | None = None  # whole-body mode: this argument is the body
+    base64: bool = False  # whole-body mode: the argument is base64 of the bytes sent (a file, an archive)
     expr: str | None = None  # whole-body mode in a chain: computed body
     value: Any = None  # whole-body mode: a fixed body (when neither arg nor expr is set)
     properties: dict[str, str] = Field(default_factory=dict)  # tool argument -> body property
