@@ -134,6 +134,12 @@ def serve(
         security = transport_security(options.host, options.allowed_hosts, options.allowed_origins)  # a non-loopback
         auth = auth_config(auth_options(options), host=options.host, environ=env)  # ... bind needs hosts and auth
         require_public_url(auth, host_checked=security.enable_dns_rebinding_protection)
+    if manifest.upstream.auth.per_caller:
+        from openapi2mcp.runtime import per_caller_refusal
+
+        refusal = per_caller_refusal(manifest.upstream.auth.type, http=http, auth=auth if http else None)
+        if refusal:
+            raise ConfigError(refusal)
     _check_workers(options, runtime)
     notice = relative_server_notice(manifest.upstream, runtime.upstream.settings.base_url)
     if notice:
