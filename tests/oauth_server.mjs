@@ -2,8 +2,8 @@
 // .ci/oauth-server.sh), configured from a JSON file, on 127.0.0.1.
 //
 //   node oauth_server.mjs CONFIG.json
-//   CONFIG: {port, ttl, clients: [{client_id, client_secret, token_endpoint_auth_method, scope,
-//            grant_types}], resources: {URL: "scope1 scope2"}, default_resource}
+//   CONFIG: {port, clients: [{client_id, client_secret, token_endpoint_auth_method, scope, grant_types}],
+//            resources: {URL: {scope: "scope1 scope2", ttl: SECONDS}}, default_resource}
 //
 // oidc-provider does the OAuth parts: client authentication (client_secret_basic / _post), the
 // client_credentials grant, resource indicators (RFC 8707) giving JWT access tokens for each
@@ -32,7 +32,7 @@ const resources = config.resources;
 const provider = new Provider(issuer, {
   clients: config.clients.map((c) => ({ redirect_uris: [], response_types: [], ...c })),
   jwks: { keys: [privateJwk] },
-  scopes: [...new Set(Object.values(resources).flatMap((s) => s.split(" ")))],
+  scopes: [...new Set(Object.values(resources).flatMap((r) => r.scope.split(" ")))],
   features: {
     clientCredentials: { enabled: true },
     devInteractions: { enabled: false },
@@ -41,12 +41,11 @@ const provider = new Provider(issuer, {
       defaultResource: () => config.default_resource,
       getResourceServerInfo: (_ctx, resource) => {
         if (!(resource in resources)) throw new errors.InvalidTarget(`unknown resource ${resource}`);
-        return { scope: resources[resource], accessTokenTTL: config.ttl, accessTokenFormat: "jwt",
+        return { scope: resources[resource].scope, accessTokenTTL: resources[resource].ttl, accessTokenFormat: "jwt",
                  jwt: { sign: { alg: "RS256" } } };
       },
     },
   },
-  ttl: { ClientCredentials: config.ttl },
 });
 
 // RFC 8693: a token for `audience` (or `resource`) standing for the subject token's subject.
@@ -63,7 +62,7 @@ async function tokenExchange(ctx) {
   const target = audience || resource || config.default_resource;
   if (!(target in resources)) throw new errors.InvalidTarget(`unknown audience ${target}`);
   const held = new Set(String(claims.scope || "").split(" ").filter(Boolean));
-  const allowed = new Set(resources[target].split(" "));
+  const allowed = new Set(resources[target].scope.split(" "));
   const wanted = scope ? scope.split(" ") : [...held];
   const granted = wanted.filter((s) => held.has(s) && allowed.has(s)).join(" ");
   const now = Math.floor(Date.now() / 1000);
@@ -71,10 +70,10 @@ async function tokenExchange(ctx) {
                                          act: { sub: ctx.oidc.client.clientId } })
     .setProtectedHeader({ alg: "RS256", kid, typ: "at+jwt" })
     .setIssuer(issuer).setSubject(String(claims.sub)).setAudience(target)
-    .setIssuedAt(now).setExpirationTime(now + config.ttl).setJti(crypto.randomUUID())
+    .setIssuedAt(now).setExpirationTime(now + resources[target].ttl).setJti(crypto.randomUUID())
     .sign(privateKey);
   ctx.body = { access_token: token, issued_token_type: ACCESS_TOKEN_TYPE, token_type: "Bearer",
-               expires_in: config.ttl, ...(granted ? { scope: granted } : {}) };
+               expires_in: resources[target].ttl, ...(granted ? { scope: granted } : {}) };
 }
 provider.registerGrantType(TOKEN_EXCHANGE, tokenExchange,
   ["subject_token", "subject_token_type", "audience", "resource", "scope", "requested_token_type"]);

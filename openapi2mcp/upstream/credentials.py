@@ -46,6 +46,7 @@ GRANT_TOKEN_EXCHANGE: Final = "urn:ietf:params:oauth:grant-type:token-exchange"
 ACCESS_TOKEN_TYPE: Final = "urn:ietf:params:oauth:token-type:access_token"
 DEFAULT_LIFETIME: Final = 300.0  # seconds a token without expires_in or exp is kept (a 401 renews it sooner)
 MAX_MARGIN: Final = 30.0  # a token is renewed this long before it expires, or 10% of its life when shorter
+MIN_MARGIN: Final = 0.5  # ... but at least this long before (a quarter of a life shorter than 2 s)
 MAX_CACHED: Final = 1000  # exchanged tokens kept (the least recently used dropped)
 _TOKEN_RETRIES: Final = RetrySpec(max_attempts=2, backoff=0.2, max_backoff=1.0)
 
@@ -212,7 +213,7 @@ def _oauth_error(body: Any) -> str:
 
 def _lifetime(expires_in: Any, token: str) -> float:
     """Seconds from now to renew the token at: its life (expires_in, or the JWT's exp when sooner)
-    less a margin (10% of it, at most MAX_MARGIN)."""
+    less a margin (10% of it, at most MAX_MARGIN, at least MIN_MARGIN)."""
     life = float(expires_in) if isinstance(expires_in, int | float) and not isinstance(expires_in, bool) \
         and math.isfinite(expires_in) and expires_in > 0 else None
     exp = jwt_claims(token).get("exp")
@@ -221,7 +222,9 @@ def _lifetime(expires_in: Any, token: str) -> float:
         life = left if life is None else min(life, left)
     if life is None:
         life = DEFAULT_LIFETIME
-    return max(0.0, life - min(MAX_MARGIN, life * 0.1))
+    # 10% of its life (at most MAX_MARGIN), and at least half a second (a quarter of a shorter life):
+    # a request that took the token just before is still answered before the token expires
+    return max(0.0, life - min(MAX_MARGIN, max(life * 0.1, min(MIN_MARGIN, life * 0.25))))
 
 
 def jwt_claims(token: str) -> Mapping[str, Any]:
