@@ -127,6 +127,11 @@ def environment_variables(manifest: Manifest) -> list[EnvVar]:
         (auth.value, f"upstream auth ({auth.type}{' ' + auth.name if auth.name else ''})", True),
         (auth.username, "upstream auth (basic user name)", False),
         (auth.password, "upstream auth (basic password)", True),
+        (auth.token_url, f"upstream auth ({auth.type} token endpoint)", False),
+        (auth.client_id, f"upstream auth ({auth.type} client id)", False),
+        (auth.client_secret, f"upstream auth ({auth.type} client secret)", True),
+        (auth.audience, f"upstream auth ({auth.type} audience)", False),
+        (auth.resource, f"upstream auth ({auth.type} resource)", False),
     ]
     # secret exactly when the runtime treats the header as one (upstream.resolve_settings)
     templates += [(v, f"upstream header {k}", bool(SECRET_HEADER.search(k))) for k, v in sorted(up.headers.items())]

@@ -47,7 +47,7 @@ ACCESS_TOKEN_TYPE: Final = "urn:ietf:params:oauth:token-type:access_token"
 DEFAULT_LIFETIME: Final = 300.0  # seconds a token without expires_in or exp is kept (a 401 renews it sooner)
 MAX_MARGIN: Final = 30.0  # a token is renewed this long before it expires, or 10% of its life when shorter
 MIN_MARGIN: Final = 0.5  # ... but at least this long before (a quarter of a life shorter than 2 s)
-MAX_CACHED: Final = 1000  # exchanged tokens kept (the least recently used dropped)
+MAX_CACHED: Final = 200  # exchanged tokens kept (the least recently used dropped); within Redactor's REMEMBERED
 _TOKEN_RETRIES: Final = RetrySpec(max_attempts=2, backoff=0.2, max_backoff=1.0)
 
 
@@ -98,11 +98,12 @@ class _Cache:
     entries: OrderedDict[str, _Entry] = field(default_factory=OrderedDict)
     locks: dict[str, anyio.Lock] = field(default_factory=dict)
 
-    def fresh(self, key: str) -> str | None:
+    def fresh(self, key: str, redactor: Redactor) -> str | None:
         entry = self.entries.get(key)
         if entry is None or time.monotonic() >= entry.renew_at:
             return None
         self.entries.move_to_end(key)
+        redactor.remember(entry.token)  # still in use: kept among the redacted secrets
         return entry.token
 
     def lock(self, key: str) -> anyio.Lock:
@@ -247,11 +248,11 @@ class ClientCredentials:
         self.cache = _Cache(size=1)
 
     async def token(self, client: httpx2.AsyncClient) -> str:
-        found = self.cache.fresh("")
+        found = self.cache.fresh("", self.endpoint.redactor)
         if found is not None:
             return found
         async with self.cache.lock(""):
-            found = self.cache.fresh("")  # another call renewed it while this one waited
+            found = self.cache.fresh("", self.endpoint.redactor)  # another call renewed it while this one waited
             if found is not None:
                 return found
             s = self.endpoint.settings
@@ -317,11 +318,11 @@ class TokenExchange:
         caller = _caller("token_exchange")
         self.endpoint.redactor.remember(caller.token)
         key = self._key(caller)
-        found = self.cache.fresh(key)
+        found = self.cache.fresh(key, self.endpoint.redactor)
         if found is not None:
             return found
         async with self.cache.lock(key):
-            found = self.cache.fresh(key)
+            found = self.cache.fresh(key, self.endpoint.redactor)
             if found is not None:
                 return found
             s = self.endpoint.settings

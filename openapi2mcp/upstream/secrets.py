@@ -21,7 +21,7 @@ from typing import Any, Final
 # Header names whose values are credentials even when they are not `auth`.
 SECRET_HEADER = re.compile(r"auth|key|token|secret|session|cookie|signature|credential|password", re.I)
 _MIN_SECRET = 6  # shorter values would be scrubbed out of ordinary data
-REMEMBERED: Final = 256  # secrets learnt while serving that are kept (Redactor.remember)
+REMEMBERED: Final = 512  # secrets learnt while serving that are kept (Redactor.remember)
 _learn_lock = threading.Lock()
 
 

@@ -130,6 +130,8 @@ def resolve_settings(spec: UpstreamSpec, env: Mapping[str, str], *, require_secr
             headers["Authorization"] = "Basic " + token
 
     oauth = _oauth_settings(spec.auth, value) if spec.auth.dynamic else None
+    if oauth is not None and oauth.kind != "forward" and not (oauth.client_id and oauth.client_secret):
+        oauth = None  # `${X_CLIENT_SECRET:-}` not set: no credential is sent (a missing one is in `missing`)
     _check_header_values(headers, cookies, spec)
     if missing and require_secrets:
         raise ConfigError(missing[0])
@@ -209,7 +211,8 @@ def _no_credential(auth: AuthSpec) -> str:
                 f"bearer token) or {_ENV_USER} and {_ENV_PASSWORD} (basic auth), or upstream.auth in an overlay")
     if auth.type == "none":
         return "no credential is configured (upstream.auth is none); set upstream.auth in the overlay"
-    names = list(dict.fromkeys(n for t in (auth.value, auth.username, auth.password) if t for n in template_vars(t)))
+    names = list(dict.fromkeys(n for t in (auth.value, auth.username, auth.password, auth.client_id, auth.client_secret)
+                               if t for n in template_vars(t)))
     return ("no credential was sent: " + (" and ".join(names) + " is not set" if len(names) == 1 else
                                           " and ".join(names) + " are not set") if names else
             "no credential was sent: upstream.auth is empty")
