@@ -515,3 +515,32 @@ def test_per_caller_auth_needs_jwt_callers_at_start_up(tmp_path: Path, api: Api,
     assert done.returncode != 0, done.stderr
     assert f"upstream.auth is {kind}" in done.stderr and "--jwks-url" in done.stderr, done.stderr
     no_traceback(done.stderr)
+
+
+def test_init_drafts_client_credentials_and_the_draft_serves(tmp_path: Path, api: Api,
+                                                             auth_server: AuthServer) -> None:
+    from openapi2mcp.loader import load_spec
+    from openapi2mcp.overlay import read_overlay
+
+    spec_file = write_spec(tmp_path, spec(api, auth_server))
+    draft = tmp_path / "draft.yaml"
+    done = run_cli("init", str(spec_file), "-o", str(draft))
+    assert done.returncode == 0, done.stderr
+    import yaml
+
+    assert yaml.safe_load(draft.read_text())["upstream"]["auth"] == {
+        "type": "oauth2_client_credentials", "client_id": "${LEDGER_CLIENT_ID}",
+        "client_secret": "${LEDGER_CLIENT_SECRET}"}  # token_url and scopes: the flow's
+    from openapi2mcp.compiler import compile_manifest
+
+    manifest = compile_manifest(load_spec(str(spec_file)), [read_overlay(draft)]).manifest
+    assert manifest.upstream.auth.token_url == auth_server.token_url  # the flow's, by default
+    listed = next(t.name for t in manifest.tools if not t.input_schema.get("required"))  # the list of items
+
+    async def main() -> Any:
+        env = {"LEDGER_CLIENT_ID": "svc", "LEDGER_CLIENT_SECRET": SVC_SECRET, "OPENAPI2MCP_BASE_URL": api.url}
+        async with connect(manifest, environ=env) as client:
+            return await client.call_tool(listed, {})
+
+    result = anyio.run(main)
+    assert not result.is_error, result.content
