@@ -24,6 +24,7 @@ import os
 import shutil
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -426,8 +427,6 @@ async def mcp_client(url: str, token: str) -> AsyncIterator[Client]:
 def serve_args(tmp_path: Path, api: Api, auth_server: AuthServer, auth: str) -> list[str]:
     spec_file = write_spec(tmp_path, spec(api, auth_server))
     overlay_file = tmp_path / "overlay.yaml"
-    import textwrap
-
     overlay_file.write_text(textwrap.dedent(overlay(auth)))
     return [str(spec_file), "--overlay", str(overlay_file), "--jwks-url", auth_server.url + "/jwks",
             "--issuer", auth_server.url, "--audience", MCP_AUD]
@@ -544,3 +543,26 @@ def test_init_drafts_client_credentials_and_the_draft_serves(tmp_path: Path, api
 
     result = anyio.run(main)
     assert not result.is_error, result.content
+
+
+def test_build_carries_the_oauth_config_as_templates_and_documents_its_variables(
+    tmp_path: Path, api: Api, auth_server: AuthServer
+) -> None:
+    spec_file = write_spec(tmp_path, spec(api, auth_server))
+    overlay_file = tmp_path / "overlay.yaml"
+    overlay_file.write_text(textwrap.dedent(overlay(
+        "{type: oauth2_client_credentials, client_id: '${LEDGER_CLIENT_ID}', client_secret: '${LEDGER_SECRET}'}")))
+    done = run_cli("build", str(spec_file), "--overlay", str(overlay_file), "-o", str(tmp_path / "pkg"),
+                   env={"LEDGER_SECRET": SVC_SECRET}, timeout=300)
+    assert done.returncode == 0, done.stderr
+    packaged = json.loads(next((tmp_path / "pkg" / "src").glob("*/manifest.json")).read_text())
+    assert packaged["upstream"]["auth"]["client_secret"] == "${LEDGER_SECRET}"
+    assert packaged["upstream"]["auth"]["token_url"] == auth_server.token_url
+    readme = (tmp_path / "pkg" / "README.md").read_text()
+    assert "| `LEDGER_SECRET` | yes | yes |" in readme and "client-credentials token from" in readme
+    registry = json.loads((tmp_path / "pkg" / "server.json").read_text())
+    inputs = {v["name"]: v for p in registry["packages"] for v in p.get("environmentVariables", [])}
+    assert inputs["LEDGER_SECRET"]["isSecret"] is True
+    for file in (tmp_path / "pkg").rglob("*"):
+        if file.is_file() and file.suffix in (".json", ".md", ".yaml", ".toml", ".txt", ""):
+            assert_no_secret(file.read_text(errors="replace"), SVC_SECRET)
