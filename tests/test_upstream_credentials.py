@@ -38,7 +38,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from openapi2mcp.errors import InputError, ToolFailure
 from openapi2mcp.testing import connect
-from openapi2mcp.upstream.credentials import CALLER_TOKEN, MIN_MARGIN, CallerToken, Forward, OAuthSettings
+from openapi2mcp.upstream.credentials import CALLER_TOKEN, MIN_MARGIN, CallerToken, Forward, OAuthSettings, _lifetime
 from openapi2mcp.upstream.secrets import Redactor
 from tests.e2e_support import HttpServer, child_env, no_traceback, run_cli
 from tests.helpers import compile_text, write_spec
@@ -566,3 +566,29 @@ def test_build_carries_the_oauth_config_as_templates_and_documents_its_variables
     for file in (tmp_path / "pkg").rglob("*"):
         if file.is_file() and file.suffix in (".json", ".md", ".yaml", ".toml", ".txt", ""):
             assert_no_secret(file.read_text(errors="replace"), SVC_SECRET)
+
+
+def test_serve_check_asks_the_token_endpoint(tmp_path: Path, api: Api, auth_server: AuthServer) -> None:
+    args = serve_args(tmp_path, api, auth_server, CC_AUTH)[:3]
+    good = run_cli("serve", *args, "--check", env={"LEDGER_SECRET": SVC_SECRET})
+    assert good.returncode == 0 and "configuration ok" in good.stderr, good.stderr
+    wrong = "wrong-Secret-a1b2c3d4e5f6"
+    bad = run_cli("serve", *args, "--check", env={"LEDGER_SECRET": wrong})
+    assert bad.returncode != 0 and "invalid_client" in bad.stderr and "refused to issue a token" in bad.stderr
+    assert_no_secret(bad.stderr + bad.stdout, wrong)
+    no_traceback(bad.stderr)
+
+
+def test_renewal_time_of_a_token() -> None:
+    def jwt_with_exp(exp: float) -> str:
+        part = base64.urlsafe_b64encode(json.dumps({"exp": exp}).encode()).decode().rstrip("=")
+        return f"eyJhbGciOiJSUzI1NiJ9.{part}.c2ln"
+
+    assert _lifetime(3600, "opaque-token") == 3600 - 30  # 10%, at most 30 s
+    assert _lifetime(100, "opaque-token") == 90
+    assert _lifetime(2, "opaque-token") == 1.5  # at least half a second
+    assert _lifetime(1, "opaque-token") == 0.75  # a quarter of a life shorter than 2 s
+    assert _lifetime(None, "opaque-token") == 300 - 30  # no expires_in: DEFAULT_LIFETIME
+    soon = _lifetime(3600, jwt_with_exp(time.time() + 60))  # the JWT's exp comes first
+    assert 53 < soon <= 54
+    assert _lifetime(3600, jwt_with_exp(time.time() - 5)) == 0  # already expired: renewed on the next call

@@ -148,7 +148,7 @@ def serve(
     reached = anyio.run(_reach_state, runtime, check)  # the store's first answer (its client closes again)
     try:
         if check:
-            anyio.run(runtime.aclose)
+            anyio.run(_check_credential, runtime)  # oauth2_client_credentials: a wrong secret shows now, not later
             say(prog, f"configuration ok ({listed} tool(s), transport {options.transport}"
                 f"{', state ' + runtime.state.describe() if runtime.state.shared else ''})", options)
             return
@@ -264,6 +264,21 @@ def http_app_for(runtime: Runtime, options: RunOptions, env: Mapping[str, str],
         no_auth=options.no_auth, json_response=not options.sse, limits=options.http_limits,
         metrics=metrics))
     return app
+
+
+async def _check_credential(runtime: Runtime) -> None:
+    """`--check`: ask the token endpoint for this server's own token (the caller-bound kinds need a caller)."""
+    from openapi2mcp.errors import ToolFailure
+    from openapi2mcp.upstream import ConfigError
+
+    upstream = runtime.upstream
+    try:
+        if upstream.credential is not None and not upstream.spec.auth.per_caller and not upstream.settings.missing:
+            await upstream.credential.token(upstream.client)
+    except ToolFailure as failure:
+        raise ConfigError(f"upstream.auth: {failure.error.message}") from None
+    finally:
+        await runtime.aclose()
 
 
 async def _alongside(main: Awaitable[None], beside: Callable[[Runtime], Coroutine[Any, Any, None]] | None,

@@ -48,6 +48,7 @@ DEFAULT_LIFETIME: Final = 300.0  # seconds a token without expires_in or exp is 
 MAX_MARGIN: Final = 30.0  # a token is renewed this long before it expires, or 10% of its life when shorter
 MIN_MARGIN: Final = 0.5  # ... but at least this long before (a quarter of a life shorter than 2 s)
 MAX_CACHED: Final = 200  # exchanged tokens kept (the least recently used dropped); within Redactor's REMEMBERED
+MAX_TOKEN_RESPONSE: Final = 1_000_000  # bytes of a token endpoint's answer that are read
 _TOKEN_RETRIES: Final = RetrySpec(max_attempts=2, backoff=0.2, max_backoff=1.0)
 
 
@@ -152,12 +153,21 @@ class TokenEndpoint:
         async def attempt() -> UpstreamResponse:
             started = time.monotonic()
             try:
-                response = await client.post(s.token_url, data=form, headers=headers)
+                response = await client.send(client.build_request("POST", s.token_url, data=form, headers=headers),
+                                             stream=True)
+                try:
+                    body = await _read_capped(response)
+                finally:
+                    await response.aclose()
             except httpx2.TransportError as e:
                 raise self._unavailable(f"could not be reached ({type(e).__name__})") from None
+            if body is None:
+                raise ToolFailure.of(ErrorCode.UPSTREAM_INVALID_RESPONSE,
+                                     f"{self._where()} answered with more than {MAX_TOKEN_RESPONSE} bytes; not read",
+                                     status=response.status_code)
             return UpstreamResponse(
                 status=response.status_code, reason=response.reason_phrase, headers=response.headers,
-                body=response.content, method="POST", url=self.redactor.text(s.token_url), operation="token",
+                body=body, method="POST", url=self.redactor.text(s.token_url), operation="token",
                 elapsed_ms=int((time.monotonic() - started) * 1000),
             )
 
@@ -201,6 +211,18 @@ class TokenEndpoint:
         self.redactor.remember(token)
         assert isinstance(body, dict)
         return token, _lifetime(body.get("expires_in"), token)
+
+
+async def _read_capped(response: httpx2.Response) -> bytes | None:
+    """The body, or None past MAX_TOKEN_RESPONSE (a token answer is a few KB; never buffer a flood)."""
+    chunks: list[bytes] = []
+    total = 0
+    async for chunk in response.aiter_bytes():
+        total += len(chunk)
+        if total > MAX_TOKEN_RESPONSE:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _oauth_error(body: Any) -> str:
