@@ -433,7 +433,7 @@ def serve_args(tmp_path: Path, api: Api, auth_server: AuthServer, auth: str) -> 
 
 
 def two_callers(url: str, auth_server: AuthServer, calls: int = 3) -> dict[str, list[dict[str, Any]]]:
-    """alice adds an item, then each caller lists `calls` times: what each one saw."""
+    """alice adds an item, then each caller lists `calls` times at once: what each one saw."""
     tokens = {name: caller_token(auth_server, name) for name in CALLERS}
 
     async def main() -> dict[str, list[dict[str, Any]]]:
@@ -443,10 +443,15 @@ def two_callers(url: str, auth_server: AuthServer, calls: int = 3) -> dict[str, 
             assert not added.is_error, added.content
         for name, token in tokens.items():
             async with mcp_client(url, token) as client:
-                for _ in range(calls):
+
+                async def list_once(client: Client = client, name: str = name) -> None:
                     listed = await client.call_tool("list_items", {})
                     assert not listed.is_error, listed.content
                     seen.setdefault(name, []).append(result_json(listed))
+
+                async with anyio.create_task_group() as tg:  # at once: one exchange serves them all
+                    for _ in range(calls):
+                        tg.start_soon(list_once)
         return seen
 
     return anyio.run(main)
@@ -460,14 +465,14 @@ def test_token_exchange_each_caller_sees_only_its_own_data_and_tokens_are_cached
     before = len(auth_server.requests("exch"))
     with HttpServer.start(serve_args(tmp_path, api, auth_server, auth), log_dir=tmp_path,
                           env={"EXCH_SECRET": EXCH_SECRET}) as server:
-        seen = two_callers(server.url, auth_server)
+        seen = two_callers(server.url, auth_server, calls=8)
         log = server.stderr()
     assert {s["owner"] for s in seen["alice"]} == {"alice"}
     assert {s["owner"] for s in seen["bob"]} == {"bob"}
     assert any(i["name"] == "alice-only" for i in seen["alice"][0]["items"])
     assert all(not any(i["name"] == "alice-only" for i in s["items"]) for s in seen["bob"])
     exchanges = auth_server.requests("exch")[before:]
-    # alice: one exchange for the add and her three lists (one token, cached); bob: one
+    # alice: one exchange for the add and her eight lists at once (one token, cached); bob: one for his eight
     assert [(e["grant_type"], e["sub"], e["aud"]) for e in exchanges] == [
         (TOKEN_EXCHANGE, "alice", API_X), (TOKEN_EXCHANGE, "bob", API_X)]
     used = {t["sub"] for j, t in api.stats()["tokens"].items() if t["aud"] == API_X}
@@ -477,10 +482,19 @@ def test_token_exchange_each_caller_sees_only_its_own_data_and_tokens_are_cached
 
 
 def test_forward_sends_the_callers_own_token(tmp_path: Path, api: Api, auth_server: AuthServer) -> None:
+    static = "static-caller-token-" + "k" * 16  # a static token next to the JWTs: never forwarded
     with HttpServer.start(serve_args(tmp_path, api, auth_server, "{type: forward, audience: " + MCP_AUD + "}"),
-                          log_dir=tmp_path) as server:
-        seen = two_callers(server.url, auth_server, calls=1)
+                          log_dir=tmp_path, env={"OPENAPI2MCP_AUTH_TOKENS": static}) as server:
+        seen = two_callers(server.url, auth_server, calls=2)
+
+        async def as_static() -> Any:
+            async with mcp_client(server.url, static) as client:
+                return await client.call_tool("list_items", {})
+
+        refused = _error(anyio.run(as_static))
         log = server.stderr()
+    assert refused["code"] == "UNAUTHORIZED" and "this call has none" in refused["message"], refused
+    assert static not in json.dumps(api.stats())
     assert seen["alice"][0]["owner"] == "alice" and seen["bob"][0]["owner"] == "bob"
     assert not any(i["name"] == "alice-only" for i in seen["bob"][0]["items"])
     no_traceback(log)
