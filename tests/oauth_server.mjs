@@ -11,7 +11,7 @@
 // application register (`registerGrantType`); the handler below checks the subject token (a JWT
 // this server issued) and issues one for the requested audience with the subject's `sub`.
 //
-// GET /test/stats answers what the server saw at its token endpoint (every request, its grant
+// GET /healthz answers once it listens; GET /test/stats answers what the server saw at its token endpoint (every request, its grant
 // type, client, outcome, and the issued token's exp and sub): the tests count token requests
 // here, at the server, not in the client under test.
 import { readFileSync } from "node:fs";
@@ -80,6 +80,10 @@ provider.registerGrantType(TOKEN_EXCHANGE, tokenExchange,
 
 const seen = [];
 provider.use(async (ctx, next) => {
+  if (ctx.path === "/healthz") {
+    ctx.body = { ok: true };
+    return;
+  }
   if (ctx.path === "/test/stats") {
     ctx.body = { requests: seen };
     return;

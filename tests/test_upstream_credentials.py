@@ -40,7 +40,7 @@ from openapi2mcp.errors import InputError, ToolFailure
 from openapi2mcp.testing import connect
 from openapi2mcp.upstream.credentials import CALLER_TOKEN, MIN_MARGIN, CallerToken, Forward, OAuthSettings, _lifetime
 from openapi2mcp.upstream.secrets import Redactor
-from tests.e2e_support import HttpServer, child_env, no_traceback, run_cli
+from tests.e2e_support import HttpServer, child_env, no_traceback, run_cli, running
 from tests.helpers import compile_text, write_spec
 from tests.local import ROOT, free_port
 
@@ -90,16 +90,6 @@ def _oauth_install() -> tuple[str, Path]:
     return lines[-2], Path(lines[-1]).parent
 
 
-def _wait(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        with contextlib.suppress(httpx2.TransportError):
-            if httpx2.get(url, timeout=1, trust_env=False).status_code == 200:
-                return
-        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-        time.sleep(0.05)
-
-
 class AuthServer:
     def __init__(self, url: str) -> None:
         self.url = url
@@ -113,22 +103,19 @@ class AuthServer:
 @pytest.fixture(scope="module")
 def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthServer]:
     node, folder = _oauth_install()
-    script = folder / "oauth_server.mjs"  # beside node_modules: ESM resolves packages from the script's folder
+    # beside node_modules: ESM resolves packages from the script's folder (a copy per run: runs may overlap)
+    script = folder / f"oauth_server-{os.getpid()}.mjs"
     shutil.copyfile(ROOT / "tests" / "oauth_server.mjs", script)
     work = tmp_path_factory.mktemp("oauth")
     port = free_port()
     config = work / "config.json"
     config.write_text(json.dumps({**AS_CONFIG, "port": port}))
-    log = work / "oauth.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([node, str(script), str(config)], stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
     try:
-        url = f"http://127.0.0.1:{port}"
-        _wait(url + "/.well-known/openid-configuration", proc, log)
-        yield AuthServer(url)
+        with running([node, str(script), str(config)], child_env(), work / "oauth.log", url):
+            yield AuthServer(url)
     finally:
-        proc.terminate()
-        proc.wait(10)
+        script.unlink(missing_ok=True)
 
 
 class Api:
@@ -146,18 +133,11 @@ class Api:
 @pytest.fixture(scope="module")
 def api(auth_server: AuthServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     port = free_port()
-    log = tmp_path_factory.mktemp("api") / "api.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.bearer_upstream", str(port), auth_server.url, auth_server.url + "/jwks",
-             ",".join([API, API_X, MCP_AUD])], cwd=ROOT, env=child_env(), stdout=out, stderr=subprocess.STDOUT)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        _wait(url + "/healthz", proc, log)
+    url = f"http://127.0.0.1:{port}"
+    command = [sys.executable, "-m", "tests.bearer_upstream", str(port), auth_server.url, auth_server.url + "/jwks",
+               ",".join([API, API_X, MCP_AUD])]
+    with running(command, child_env(), tmp_path_factory.mktemp("api") / "api.log", url):
         yield Api(url)
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def spec(api: Api, auth_server: AuthServer, *, flow: bool = True) -> dict[str, Any]:
