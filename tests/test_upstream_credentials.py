@@ -357,7 +357,8 @@ def test_a_revoked_token_is_renewed_once_and_a_read_retried_but_not_a_post(
             # a POST is not repeated: it may have taken effect; the error says the credential was refused
             api.revoke(last_token())
             post = await client.call_tool("add_item", {"name": "once"})
-            assert _error(post)["code"] == "UNAUTHORIZED"
+            answer = _error(post)
+            assert answer["code"] == "UNAUTHORIZED" and "refused the server's OAuth token" in answer["message"]
             assert len(auth_server.requests("svc")) == asked + 2
             assert len(api.stats()["refused"]) == refused + 3
 

@@ -60,6 +60,23 @@ def add_forwarded(headers: dict[str, str]) -> None:
 # ============================================================================ the client
 
 
+# What a 401 means when the token was obtained while serving (a fresh one was tried when repeatable)
+_REFUSED: Final = {
+    "oauth2_client_credentials": (
+        "the upstream refused the server's OAuth token",
+        "A new token from the token endpoint was refused too, or the request could not be repeated; check the "
+        "scopes, audience or resource of upstream.auth."),
+    "forward": (
+        "the upstream refused the caller's token (forwarded)",
+        "The caller's own token is not accepted by the upstream: it may lack a scope or have expired; changing "
+        "arguments will not help."),
+    "token_exchange": (
+        "the upstream refused the token exchanged for the caller",
+        "A fresh exchange was refused too, or the request could not be repeated; the caller may lack a permission "
+        "upstream, or upstream.auth asks for the wrong audience or scopes."),
+}
+
+
 class _NoToken(Exception):
     """The token endpoint failed inside an attempt: raised past the retries of the upstream request."""
 
@@ -356,4 +373,5 @@ class Upstream:
         return b"".join(chunks)
 
     def failure(self, resp: UpstreamResponse, op: OperationSpec, modes: Mapping[str, FailureMode]) -> ToolFailure:
-        return status_failure(resp, op, modes, self.redactor, no_credential=self.settings.no_credential)
+        return status_failure(resp, op, modes, self.redactor, no_credential=self.settings.no_credential,
+                              refused=_REFUSED.get(self.spec.auth.type) if self.credential else None)
