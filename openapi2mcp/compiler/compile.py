@@ -90,7 +90,7 @@ def compile_manifest(
     if doc_overlay and tool_overlay:
         renames = served_names(tool_overlay, doc_overlay)
         tool_overlay = with_served_mentions(tool_overlay, renames)
-    upstream = upstream_spec(ctx, tool_overlay)
+    upstream = upstream_spec(ctx, tool_overlay, doc_overlay)
 
     tools: list[ToolSpec] = []
     used: set[str] = set()

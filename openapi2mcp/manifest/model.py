@@ -35,7 +35,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -408,11 +408,34 @@ class AuthSpec(_Model):
 
     # "env": the spec declares no scheme; bearer from $OPENAPI2MCP_TOKEN or basic from
     # $OPENAPI2MCP_USERNAME/$OPENAPI2MCP_PASSWORD when set at start-up, else none (raw mode only)
-    type: Literal["none", "env", "bearer", "header", "query", "basic", "cookie"] = "none"
+    # oauth2_client_credentials: a token from `token_url` for this server (upstream/credentials.py);
+    # forward: the MCP caller's own bearer token; token_exchange: RFC 8693 exchange of the caller's token
+    type: Literal["none", "env", "bearer", "header", "query", "basic", "cookie",
+                  "oauth2_client_credentials", "forward", "token_exchange"] = "none"
     name: str | None = None  # header / query / cookie name
     value: str | None = None  # token or key template, e.g. "${API_TOKEN}"
     username: str | None = None
     password: str | None = None
+    token_url: str | None = None  # OAuth token endpoint (template)
+    client_id: str | None = None  # template
+    client_secret: str | None = None  # template, e.g. "${CLIENT_SECRET}": expanded at start-up, never stored
+    scopes: list[str] = Field(default_factory=list)  # asked for (the `scope` parameter)
+    audience: str | None = None  # the `audience` parameter; forward: what the caller token's `aud` must hold
+    resource: str | None = None  # the RFC 8707 `resource` parameter
+    auth_method: Literal["client_secret_basic", "client_secret_post"] = "client_secret_basic"
+
+    @property
+    def dynamic(self) -> bool:
+        """The credential is obtained while serving (a token endpoint, or the caller's token)."""
+        return self.type in OAUTH_AUTH_TYPES
+
+    @property
+    def per_caller(self) -> bool:
+        """The credential depends on the MCP caller's bearer token."""
+        return self.type in ("forward", "token_exchange")
+
+
+OAUTH_AUTH_TYPES: Final = frozenset({"oauth2_client_credentials", "forward", "token_exchange"})
 
 
 class TimeoutSpec(_Model):

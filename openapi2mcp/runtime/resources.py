@@ -57,12 +57,12 @@ from openapi2mcp.manifest import (
     resource_policy,
 )
 from openapi2mcp.runtime import listing
-from openapi2mcp.runtime.access import Caller
+from openapi2mcp.runtime.access import Caller, caller_token
 from openapi2mcp.runtime.audit import AuditError, Auditor, AuditRecord
 from openapi2mcp.runtime.limits import RateLimiter
 from openapi2mcp.runtime.telemetry import current_trace_id
 from openapi2mcp.shape import compile_expression, describe_error, dumps, error_path, search
-from openapi2mcp.upstream import ConfigError, Payload, Upstream, is_json_media
+from openapi2mcp.upstream import CALLER_TOKEN, ConfigError, Payload, Upstream, is_json_media
 
 log = logging.getLogger("openapi2mcp.resources")
 
@@ -489,8 +489,12 @@ class Catalog:
         return self.caller_of(ctx) if self.caller_of else None
 
     async def _on_read(self, ctx: Any, params: types.ReadResourceRequestParams) -> Any:
-        return await self.read(params.uri, protocol_version=getattr(ctx, "protocol_version", None),
-                               caller=self._caller(ctx))
+        token = CALLER_TOKEN.set(caller_token(ctx))  # upstream.auth forward / token_exchange
+        try:
+            return await self.read(params.uri, protocol_version=getattr(ctx, "protocol_version", None),
+                                   caller=self._caller(ctx))
+        finally:
+            CALLER_TOKEN.reset(token)
 
     async def _on_get_prompt(self, ctx: Any, params: types.GetPromptRequestParams) -> Any:
         return await self.get_prompt(params.name, params.arguments,
