@@ -26,6 +26,7 @@ from openapi2mcp.loader.reader import FETCH_DEADLINE, Allowed, Reader
 from openapi2mcp.loader.refs import has_external_refs
 from openapi2mcp.loader.swagger2 import Swagger2
 from openapi2mcp.loader.untrusted import MAX_NESTING
+from openapi2mcp.manifest import paused_gc
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class LoadedSpec:
     files: tuple[str, ...] = ()  # the local files read, root first (absolute real paths; none for a URL)
 
 
+@paused_gc()
 def load_spec(
     source: str | os.PathLike[str],
     *,
