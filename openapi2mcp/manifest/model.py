@@ -54,7 +54,7 @@ Dispatch = Literal["single", "action", "presence"]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, defer_build=True)
 
 
 # ----------------------------------------------------------------------------- request plan
