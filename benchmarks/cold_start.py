@@ -24,6 +24,10 @@ Four ways to serve one API, each started as a fresh process for every run:
              15's goal for the package: <= 1.3), on wall time and on the server process's own CPU
              time (user + system, from /proc, read when the list is complete: steadier on a busy box).
 
+`--baseline DIR` adds the package script and `serve SPEC` run on another checkout's openapi2mcp
+(PYTHONPATH=DIR; e.g. `git archive main | tar -x -C /tmp/before`), interleaved with the rest:
+before and after in one run.
+
 Every side gets `--base-url http://127.0.0.1:9` (nothing listens there; no tool is called).
 
 Cold start = from just before the process is spawned until the last page of tools/list has
@@ -215,19 +219,27 @@ def build_and_install(case: Case, spec: Path, timeout: float) -> Package:
     return Package(name, site / "bin" / name, site, out / "src" / module / "manifest.json", build.wall, install.wall)
 
 
-def our_sides(case: Case, spec: Path, pkg: Package | None) -> list[Side]:
+def our_sides(case: Case, spec: Path, pkg: Package | None, baseline: str | None = None) -> list[Side]:
     """The package's script, serve from the spec, serve from the package's Manifest (the spec side only
-    when the package could not be built)."""
+    when the package could not be built); with `baseline`, the package and spec sides on that checkout too."""
     serve = [*openapi2mcp_command(), "serve"]
     how = "--all-operations" if "--all-operations" in case.options else "--overlay F"
     from_spec = Side("spec", f"`serve SPEC {how}`", True,
                      [*serve, str(spec), *case.options, "--base-url", NOWHERE], clean_env())
+    base_spec = Side("spec-base", f"`serve SPEC {how}` (baseline)", True,
+                     [sys.executable, "-m", "openapi2mcp", "serve", str(spec), *case.options, "--base-url", NOWHERE],
+                     clean_env(PYTHONPATH=baseline or ""))
     if pkg is None:
-        return [from_spec]
+        return [from_spec, *([base_spec] if baseline else [])]
+    package = Side("package", f"package script `{pkg.name}`", True, [str(pkg.script), "--base-url", NOWHERE],
+                   clean_env(PYTHONPATH=str(pkg.site)))
+    base_package = Side("package-base", f"package script `{pkg.name}` (baseline)", True, package.argv,
+                        clean_env(PYTHONPATH=os.pathsep.join([str(pkg.site), baseline or ""])))
     return [
-        Side("package", f"package script `{pkg.name}`", True, [str(pkg.script), "--base-url", NOWHERE],
-             clean_env(PYTHONPATH=str(pkg.site))),
+        package,
+        *([base_package] if baseline else []),
         from_spec,
+        *([base_spec] if baseline else []),
         Side("manifest", "`serve --manifest M`", True,
              [*serve, "--manifest", str(pkg.manifest), "--base-url", NOWHERE], clean_env()),
     ]
@@ -383,7 +395,7 @@ def plan(args: argparse.Namespace, fm: c.FastMCPEnv) -> list[Group]:
                 group.packages[case.key] = pkg
                 c.progress(f"  {pkg.name}: built in {pkg.build_s:.1f} s, installed in {pkg.install_s:.1f} s, "
                            f"manifest.json {c.fmt_bytes(pkg.manifest.stat().st_size)}")
-            sides = our_sides(case, group.spec, pkg)
+            sides = our_sides(case, group.spec, pkg, str(Path(args.baseline).resolve()) if args.baseline else None)
             group.slots += [Slot(case.key, side, t) for side in sides for t in args.transports if t in side.transports]
         group.slots += [Slot(group.cases[0].api, side, t) for side in fastmcp_sides(fm, group.spec)
                         for t in args.transports if t in side.transports]
@@ -519,6 +531,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="runs per side and transport (median; default 5 for the examples, 3 for GitHub)")
     parser.add_argument("--timeout", type=float, default=120,
                         help="seconds for one cold start (default 120; at least 600 for GitHub)")
+    parser.add_argument("--baseline", metavar="DIR",
+                        help="also run the package and `serve SPEC` on the openapi2mcp of this checkout")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     parser.add_argument("--json", metavar="FILE", help="also write the raw measurements as JSON")
     c.add_fastmcp_options(parser)

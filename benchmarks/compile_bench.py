@@ -17,7 +17,9 @@ so interpreter start and imports count; peak memory = the child's ru_maxrss):
 Ratios are ours/FastMCP (< 1: we are faster / smaller; the goal of issue 2 is <= 0.5 for both)
 and ours/floor (issue 15: <= 2 on GitHub). Specs: GitHub, Stripe, Kubernetes; --all adds OpenAI
 and DigitalOcean; `--spec graph` is Microsoft Graph v1.0 (11,422 operations, fetched once from
-APIs-guru's npm package into .cache/bench/apis-guru). Corpus: $OPENAPI2MCP_CORPUS or ../shared/corpus.
+APIs-guru's npm package into .cache/bench/apis-guru). `--baseline DIR` adds "ours" on another
+checkout's openapi2mcp (e.g. `git archive main | tar -x -C /tmp/before`), interleaved with the
+other sides: before and after in one run. Corpus: $OPENAPI2MCP_CORPUS or ../shared/corpus.
 """
 
 from __future__ import annotations
@@ -49,7 +51,9 @@ SIDES = {
     "cli": Side("cli", "ours CLI inspect", True),
     "fastmcp": Side("fastmcp", "FastMCP", False),
     "floor": Side("floor", "floor: json + prance resolve", False),
+    "baseline": Side("baseline", "ours, --baseline checkout", False),
 }
+BASELINE: dict[str, str] = {}  # the --baseline checkout's folder, when given
 
 
 def run_once(side: Side, spec: Path, fm: c.FastMCPEnv, timeout: float, extra: list[str] | None = None) -> c.Run:
@@ -66,6 +70,10 @@ def run_once(side: Side, spec: Path, fm: c.FastMCPEnv, timeout: float, extra: li
         return c.run_child(argv, timeout=timeout, env=c.fastmcp_env_vars(), result_file=True)
     if side.key == "floor":
         return c.run_child([sys.executable, str(CHILD), "floor", str(spec)], timeout=timeout, env=c.our_env(),
+                           result_file=True)
+    if side.key == "baseline":
+        env = {**c.our_env(), "PYTHONPATH": BASELINE["dir"]}
+        return c.run_child([sys.executable, str(CHILD), "ours-compile", str(spec)], timeout=timeout, env=env,
                            result_file=True)
     mode = "ours-runtime" if side.key == "runtime" else "ours-compile"
     argv = [sys.executable, str(CHILD), mode, str(spec), *(extra or [])]
@@ -132,8 +140,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all", action="store_true", help="also OpenAI and DigitalOcean")
     parser.add_argument("--sides", default="ours,runtime,cli,fastmcp,floor",
                         help="comma-separated subset of ours,runtime,cli,fastmcp,floor")
+    parser.add_argument("--baseline", metavar="DIR", help="also measure `ours` with the openapi2mcp of this checkout")
     c.common_options(parser)
     args = parser.parse_args(argv)
+    if args.baseline:
+        BASELINE["dir"] = str(Path(args.baseline).resolve())
+        args.sides += ",baseline"
     fm = c.fastmcp_env(args)
     wanted = [k.strip() for k in args.sides.split(",") if k.strip()]
     sides = [SIDES[k] for k in wanted if k in SIDES and (k != "fastmcp" or fm.available)]
