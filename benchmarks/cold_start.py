@@ -226,8 +226,10 @@ def our_sides(case: Case, spec: Path, pkg: Package | None, baseline: str | None 
     how = "--all-operations" if "--all-operations" in case.options else "--overlay F"
     from_spec = Side("spec", f"`serve SPEC {how}`", True,
                      [*serve, str(spec), *case.options, "--base-url", NOWHERE], clean_env())
+    # -P: `-m` would put the working directory (this checkout) before PYTHONPATH on sys.path
     base_spec = Side("spec-base", f"`serve SPEC {how}` (baseline)", True,
-                     [sys.executable, "-m", "openapi2mcp", "serve", str(spec), *case.options, "--base-url", NOWHERE],
+                     [sys.executable, "-P", "-m", "openapi2mcp", "serve", str(spec), *case.options,
+                      "--base-url", NOWHERE],
                      clean_env(PYTHONPATH=baseline or ""))
     if pkg is None:
         return [from_spec, *([base_spec] if baseline else [])]
