@@ -117,6 +117,10 @@ CASES = [
 ]
 
 FLOOR = "import mcp.server.lowlevel"  # what every server on the mcp SDK imports before it can answer
+# ... and its peak memory, from the process itself: ru_maxrss of a child forked from this (big) script
+# counts the parent's pages it started with
+FLOOR_CODE = (f"{FLOOR}\nimport sys\nhwm = [ln for ln in open('/proc/self/status') if ln.startswith('VmHWM:')]\n"
+              "open(sys.argv[-1], 'w').write('{\"hwm_kb\": %s}' % hwm[0].split()[1])\n")
 
 
 @dataclass
@@ -260,7 +264,7 @@ def fastmcp_sides(fm: c.FastMCPEnv, spec: Path) -> list[Side]:
 
 
 def floor_side() -> Side:
-    return Side("floor", f'floor: `python -c "{FLOOR}"` (spawn to exit)', False, [sys.executable, "-c", FLOOR],
+    return Side("floor", f'floor: `python -c "{FLOOR}"` (spawn to exit)', False, [sys.executable, "-c", FLOOR_CODE],
                 clean_env(), transports=("stdio",))
 
 
@@ -331,10 +335,10 @@ def measure(slot: Slot, mode: str, limit: float, *, record: bool = True) -> None
     first = cpu = None
     try:
         if side.key == "floor":
-            run = c.run_child(side.argv, timeout=limit, env=side.env)
+            run = c.run_child(side.argv, timeout=limit, env=side.env, result_file=True)
             if not run.ok:
                 raise RuntimeError(run.error)
-            seconds, rss, tools, cpu = run.wall, run.rss_mb, 0, run.cpu
+            seconds, rss, tools, cpu = run.wall, run.result.get("hwm_kb", float("nan")) / 1024, 0, run.cpu
         elif slot.transport == "stdio":
             seconds, rss, tools, first, cpu = asyncio.run(stdio_once(transport_argv(side, "stdio"), side.env, mode,
                                                                 limit))

@@ -6,11 +6,13 @@ What a frozen package and `serve --manifest` do first. The Manifests are every o
 spec (`openapi2mcp compile SPEC --all-operations -o .cache/bench/manifests/KEY-all.json`, made
 once by this checkout; the file format and hash are the same across versions, so an older
 checkout can load the same files): GitHub (1,223 tools) and Microsoft Graph v1.0 (11,422
-tools, fetched once from APIs-guru's npm package). Each run is a fresh process:
+tools, fetched once from APIs-guru's npm package), and `--spec 10k`: 10,000 tools of typical size,
+GitHub's tools cycled with unique names (its median tool is 2.5 kB of tools/list; Graph's
+biggest are 246 kB, which makes its Manifest 260 MB). Each run is a fresh process:
 
   ours   import openapi2mcp.manifest, then Manifest.read(FILE): json parse, pydantic
          validation, the content-hash check
-  floor  json.loads of the same bytes: the least any reader of the file does
+  floor  json.loads of the same bytes, the garbage collector off: the least any reader does
 
 Reported: the in-process seconds of the load (and of the import), the child's CPU time and peak
 RSS (os.wait4) and the ratio to the floor. Sides alternate; medians of --repeat runs.
@@ -42,7 +44,8 @@ json.dump({"tools": len(m.tools), "import": t1 - t0, "load": t2 - t1, "load_cpu"
 """
 
 FLOOR = """
-import json, sys, time
+import gc, json, sys, time
+gc.disable()  # the least: no collector passes over the growing tree either (ours pauses it too)
 data = open(sys.argv[1], "rb").read()
 t1 = time.perf_counter(); c1 = time.process_time()
 doc = json.loads(data)
@@ -68,16 +71,46 @@ def manifest_for(key: str, spec: Path, timeout: float) -> Path:
     return path
 
 
+SYNTHETIC = """
+import sys
+from openapi2mcp.manifest import Manifest
+m = Manifest.read(sys.argv[1])
+tools = [t.model_copy(update={"name": f"{t.name}_{i}"}) for i in range(10_000) for t in [m.tools[i % len(m.tools)]]]
+out = m.model_copy(update={"tools": tools, "content_hash": ""}).sealed()
+open(sys.argv[2], "w").write(out.to_json())
+"""
+
+
+def synthetic(timeout: float) -> Path:
+    """10k-all.json: 10,000 tools cycled from GitHub's every-operation Manifest (made once)."""
+    path = MANIFESTS / "10k-all.json"
+    if not path.is_file():
+        github = dict(c.pick_specs(["github"], False)).get(next(s for s in c.SPECS if s.key == "github"))
+        if github is None:
+            raise RuntimeError("the 10k Manifest is made from GitHub's spec, which is missing")
+        run = c.run_child([sys.executable, "-c", SYNTHETIC, str(manifest_for("github", github, timeout)), str(path)],
+                          timeout=timeout, env=c.our_env())
+        if not run.ok:
+            raise RuntimeError(f"making the 10k Manifest failed: {run.error}")
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--spec", action="append", metavar="NAME", help="github, graph (default both)")
+    parser.add_argument("--spec", action="append", metavar="NAME", help="github, 10k, graph (default all three)")
     c.common_options(parser, repeat=5)
     args = parser.parse_args(argv)
     c.check_quiet()
-    specs = c.pick_specs(args.spec or ["github", "graph"], False)
+    wanted = args.spec or ["github", "10k", "graph"]
+    specs: list[tuple[c.Spec, Path | None]] = []
+    for key in wanted:
+        if key == "10k":
+            specs.append((c.Spec("10k", "10,000 tools (GitHub's, cycled)", ""), None))
+        else:
+            specs += c.pick_specs([key], False)
     rows, raw = [], {}
     for spec, path in specs:
-        manifest = manifest_for(spec.key, path, args.timeout)
+        manifest = synthetic(args.timeout) if path is None else manifest_for(spec.key, path, args.timeout)
         manifest.read_bytes()  # into the page cache
         runs: dict[str, list[c.Run]] = {k: [] for k in SIDES}
         for i in range(args.repeat):
