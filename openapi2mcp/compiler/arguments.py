@@ -16,8 +16,6 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-import jsonschema
-
 from openapi2mcp.compiler import bodypath
 from openapi2mcp.compiler.bodypath import PathError
 from openapi2mcp.compiler.media import is_json, pick_media, sends_bytes
@@ -378,6 +376,8 @@ def _null_clears(ctx: Context, op: Operation, arg: Arg) -> None:
 
 def _takes_null(schema: dict[str, Any]) -> bool:
     if not has_ref(schema):
+        import jsonschema  # overlay features only: not loaded to compile a spec as it is
+
         return bool(jsonschema.Draft202012Validator(schema).is_valid(None))
     t = schema.get("type")  # a recursive schema: its own level says it
     branches = [b for key in ("anyOf", "oneOf") for b in schema.get(key) or [] if isinstance(b, dict)]
@@ -405,6 +405,8 @@ def check_value(schema: dict[str, Any], value: Any, what: str) -> None:
     """A value the overlay gives (fixed, enum, default) fits the argument's schema, else ValueError."""
     if has_ref(schema):
         return  # recursive parts need the root's $defs; the runtime validates these anyway
+    import jsonschema
+
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(value), key=lambda e: e.path)
     if errors:
         raise ValueError(f"{what} {value!r} does not fit the parameter's schema: {errors[0].message}")

@@ -42,7 +42,7 @@ from openapi2mcp.compiler.schemas import SchemaConverter
 from openapi2mcp.compiler.single import operation_tool, raw_tool
 from openapi2mcp.compiler.upstream import server_spec, upstream_spec
 from openapi2mcp.errors import InputError, Problem, SpecWarning
-from openapi2mcp.manifest import Manifest, ResponseSpec, SourceSpec, ToolSpec
+from openapi2mcp.manifest import Manifest, ResponseSpec, SourceSpec, ToolSpec, paused_gc
 from openapi2mcp.overlay import KeyPath, OverlayFile, ToolDef, ToolOverlay, apply_oai_overlays
 
 if TYPE_CHECKING:
@@ -57,6 +57,7 @@ class Compiled:
     warnings: list[SpecWarning]
 
 
+@paused_gc()
 def compile_manifest(
     spec: LoadedSpec,
     overlays: Sequence[OverlayFile] = (),

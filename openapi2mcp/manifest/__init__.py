@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from openapi2mcp.manifest.bulk import paused_gc
 from openapi2mcp.manifest.model import (
     BASE_URL_VAR,
     CURSOR_MAX_LENGTH,
@@ -112,6 +113,7 @@ __all__ = [
     "parse_rate",
     "parse_rate_limit",
     "parse_scopes",
+    "paused_gc",
     "placeholders",
     "resource_policy",
     "step_up_scope",

@@ -34,7 +34,7 @@ TOOL_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
 
 class ServerDef(_Strict):
@@ -708,6 +708,7 @@ class ToolOverlay(_Strict):
     model_config = ConfigDict(
         extra="forbid",
         populate_by_name=True,
+        defer_build=True,
         json_schema_extra={"$id": "https://openapi2mcp.dev/schema/overlay-1.json"},
         title="openapi2mcp tool overlay, version 1",
     )
@@ -744,7 +745,7 @@ def overlay_json_schema() -> dict[str, Any]:
 
 
 class OaiAction(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     target: str
     description: str | None = None
@@ -761,7 +762,7 @@ class OaiAction(BaseModel):
 
 
 class OaiOverlay(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     overlay: str = Field(pattern=r"^1\.[01]\.\d+$")
     info: dict[str, Any]

@@ -35,7 +35,8 @@ import time
 import traceback
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Final
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import mcp_types as types
@@ -69,6 +70,9 @@ log = logging.getLogger("openapi2mcp.resources")
 RESOURCE_NOT_FOUND: Final = -32002  # 2025-11-25 and older; 2026-07-28 uses INVALID_PARAMS (-32602)
 _NOT_FOUND_STATUSES: Final = frozenset({400, 404, 410, 422})
 _PLACEHOLDER: Final = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+if TYPE_CHECKING:  # jsonschema loads with the first validator
+    from jsonschema.protocols import Validator
 
 
 def not_found_code(protocol_version: str | None) -> int:
@@ -116,19 +120,24 @@ class _Resource:
         root: dict[str, Any] = {"type": "object", "properties": properties, "required": list(properties)}
         if defs:
             root["$defs"] = defs
+        self.schema = root
         try:
-            self.validator = compile_schema(root, formats=True)
-            # the narrowed argument schemas of the tools on the same operation (access.resource_policy)
-            self.narrowed = [(tool, compile_schema(schema, formats=True)) for tool, schema in self.policy.checks]
             if spec.response.select:
                 compile_expression(spec.response.select)
         except Exception as e:
             raise ConfigError(f"resource {spec.name}: {e}") from None
 
+    @cached_property
+    def validators(self) -> list[tuple[str, Validator]]:
+        """The variables' validator, then the narrowed argument schemas of the tools on the same operation
+        (access.resource_policy), by tool name; built by the first read (jsonschema loads then)."""
+        return [("", compile_schema(self.schema, formats=True)),
+                *((tool, compile_schema(schema, formats=True)) for tool, schema in self.policy.checks)]
+
     def arguments(self, values: Mapping[str, str]) -> dict[str, Any]:
         """The URI's values as operation arguments (converted to the parameters' types), or ARGUMENT_INVALID."""
         out = {name: coerce_variable(text, self.spec.variables.get(name, {})) for name, text in values.items()}
-        for tool, validator in [("", self.validator), *self.narrowed]:
+        for tool, validator in self.validators:
             for error in validator.iter_errors(out):
                 where = error_path(error.absolute_path)
                 reason = describe_error(error) + (f" (as tool {tool} requires)" if tool else "")
