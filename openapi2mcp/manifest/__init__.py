@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from openapi2mcp.manifest.bulk import paused_gc
 from openapi2mcp.manifest.contract import (
     CONTRACT_KEY,
     BranchContract,
@@ -19,6 +20,7 @@ from openapi2mcp.manifest.model import (
     DRY_RUN_INTERNAL_ARG,
     DRY_RUN_TOKEN_ARG,
     IDEMPOTENT_METHODS,
+    OAUTH_AUTH_TYPES,
     PLACEHOLDER,
     RISK_ORDER,
     SAFE_METHODS,
@@ -77,6 +79,7 @@ __all__ = [
     "DRY_RUN_TOKEN_ARG",
     "IDEMPOTENT_METHODS",
     "NEVER_FORWARDED",
+    "OAUTH_AUTH_TYPES",
     "PLACEHOLDER",
     "RISK_ORDER",
     "SAFE_METHODS",
@@ -129,6 +132,7 @@ __all__ = [
     "parse_rate",
     "parse_rate_limit",
     "parse_scopes",
+    "paused_gc",
     "placeholders",
     "resource_policy",
     "step_up_scope",

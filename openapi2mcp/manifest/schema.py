@@ -7,11 +7,10 @@ Arguments, results, resource variables and the compiler's own checks of overlay 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator, FormatChecker
-from jsonschema.protocols import Validator
-from jsonschema.validators import validator_for
+if TYPE_CHECKING:  # jsonschema (and its format checkers' packages) load with the first validator
+    from jsonschema.protocols import Validator
 
 # Cheap, dependency-free format checks only (date-time uses rfc3339-validator when present).
 _FORMATS = ("date", "date-time", "email", "uuid", "ipv4", "ipv6")
@@ -25,6 +24,9 @@ def compile_schema(schema: Mapping[str, Any], *, formats: bool = False, check: b
     compiler (tested to produce valid schemas) and the Manifest's hash proves them unchanged, while
     checking costs ~30 ms per schema (15 s at start-up for Stripe's 833 schemas).
     """
+    from jsonschema import Draft202012Validator, FormatChecker
+    from jsonschema.validators import validator_for
+
     cls = validator_for(schema, default=Draft202012Validator)
     if check:
         cls.check_schema(dict(schema))
