@@ -36,6 +36,7 @@ from typer.testing import CliRunner
 
 from examples import Upstream
 from openapi2mcp import __version__
+from openapi2mcp.authoring import catalog_files
 from openapi2mcp.build import build_package, client_config
 from openapi2mcp.build.build import environment_pins, environment_variables
 from openapi2mcp.build.runtime_dist import (
@@ -74,9 +75,15 @@ def notes() -> Manifest:
 
 
 @pytest.fixture(scope="module")
-def package(notes: Manifest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def catalog(notes: Manifest) -> dict[str, str]:
+    """The review catalog `openapi2mcp build SPEC --overlay F` puts into the package (openapi2mcp docs)."""
+    return catalog_files(notes, compile_example("notes").unexposed)
+
+
+@pytest.fixture(scope="module")
+def package(notes: Manifest, catalog: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("build") / "notes-mcp"
-    build_package(notes, out, lock="pins")
+    build_package(notes, out, lock="pins", catalog=catalog)
     return out
 
 
@@ -96,7 +103,7 @@ def test_package_layout_and_provenance(package: Path, notes: Manifest) -> None:
     files = tree(package)
     wheel = f"wheels/openapi2mcp_runtime-{__version__}-py3-none-any.whl"
     assert sorted(files) == sorted([
-        ".dockerignore", "Dockerfile", "README.md", "pyproject.toml", "requirements.lock",
+        ".dockerignore", "Dockerfile", "README.md", "catalog.html", "catalog.md", "pyproject.toml", "requirements.lock",
         "k8s/deployment.yaml", "k8s/service.yaml", "k8s/hpa.yaml", "server.json",
         "src/notes_mcp/__init__.py", "src/notes_mcp/__main__.py", "src/notes_mcp/manifest.json",
         "src/notes_mcp/build.json", wheel,
@@ -117,12 +124,23 @@ def test_package_layout_and_provenance(package: Path, notes: Manifest) -> None:
         assert (package / rel).stat().st_mode & 0o777 == 0o644
 
 
-def test_rebuild_is_byte_identical(package: Path, notes: Manifest, tmp_path: Path) -> None:
+def test_rebuild_is_byte_identical(package: Path, notes: Manifest, catalog: dict[str, str], tmp_path: Path) -> None:
     again = tmp_path / "again"
-    build_package(notes, again, lock="pins")
+    build_package(notes, again, lock="pins", catalog=catalog)
     assert tree(again) == tree(package)
-    build_package(notes, again, lock="pins")  # over an earlier build: replaced, same bytes
+    build_package(notes, again, lock="pins", catalog=catalog)  # over an earlier build: replaced, same bytes
     assert tree(again) == tree(package)
+
+
+def test_the_package_carries_the_review_catalog(package: Path, notes: Manifest) -> None:
+    html_text = (package / "catalog.html").read_text(encoding="utf-8")
+    markdown = (package / "catalog.md").read_text(encoding="utf-8")
+    for tool in notes.tools:
+        assert (f'data-tool="{tool.name}"' in html_text) is (tool.risk != "forbidden")
+        assert f"`{tool.name}`" in markdown
+    assert "<script" not in html_text
+    readme = (package / "README.md").read_text(encoding="utf-8")
+    assert "[catalog.html](catalog.html)" in readme and "[catalog.md](catalog.md)" in readme
 
 
 def test_refuses_to_replace_a_foreign_directory(notes: Manifest, tmp_path: Path) -> None:
@@ -424,14 +442,15 @@ def test_runtime_wheel_from_an_installed_openapi2mcp_is_the_same(package: Path, 
     assert made.read_bytes() == (package / "wheels" / wheel_name()).read_bytes()
 
 
-def test_given_runtime_wheel(notes: Manifest, package: Path, tmp_path: Path) -> None:
+def test_given_runtime_wheel(notes: Manifest, package: Path, catalog: dict[str, str], tmp_path: Path) -> None:
     wrong = tmp_path / f"openapi2mcp_tools-{__version__}-py3-none-any.whl"
     wrong.write_bytes(b"")
     with pytest.raises(InputError, match="is not the openapi2mcp-runtime"):
         build_package(notes, tmp_path / "a", lock="pins", runtime_wheel_file=wrong)
     with pytest.raises(InputError, match="runtime wheel not found"):
         build_package(notes, tmp_path / "a", lock="pins", runtime_wheel_file=tmp_path / wheel_name())
-    build_package(notes, tmp_path / "b", lock="pins", runtime_wheel_file=package / "wheels" / wheel_name())
+    build_package(notes, tmp_path / "b", lock="pins", runtime_wheel_file=package / "wheels" / wheel_name(),
+                  catalog=catalog)
     assert tree(tmp_path / "b") == tree(package)
 
 

@@ -41,6 +41,7 @@ import yaml
 from anyio.from_thread import BlockingPortal
 
 from examples import Upstream, UpstreamViolationError
+from openapi2mcp.manifest import CONTRACT_KEY, contract_json_schema
 from tests.e2e_support import (
     EXAMPLES,
     LEGACY,
@@ -62,6 +63,7 @@ from tests.e2e_support import (
 NOTES_CANARY = "canary-notes-5f3a9c1e77d04b2a"
 PET_CANARY = "canary-pets-b71d04aa0c9e4f61"
 NOTES_ENV = {"NOTES_API_TOKEN": NOTES_CANARY}
+CONTRACT_SCHEMA = jsonschema.Draft202012Validator(contract_json_schema())
 PET_ENV = {"PETSTORE_TOKEN": PET_CANARY}
 
 # transport id -> (kind, Client mode, negotiated protocol version)
@@ -259,7 +261,16 @@ def test_handshake_and_deterministic_tool_list(
             assert tool.input_schema == by_name[tool.name]["inputSchema"]
             assert tool.output_schema == by_name[tool.name].get("outputSchema")
             assert tool.description == by_name[tool.name].get("description")
+            # the tool contract (seed 002) reaches the client through the SDK, valid and as inspected
+            contract = (tool.meta or {})[CONTRACT_KEY]
+            CONTRACT_SCHEMA.validate(contract)
+            assert contract == by_name[tool.name]["_meta"][CONTRACT_KEY]
     assert "admin_run_command" in overlay_tools("notes")[1]
+    contracts = {t.name: (t.meta or {})[CONTRACT_KEY] for t in pet.list_tools()}
+    assert contracts["pets_delete"]["confirmation"] == "required" and not contracts["pets_delete"]["autonomous"]
+    assert contracts["pets_list"]["autonomous"] and contracts["pets_list"]["idempotency"] == "safe"
+    assert "CONFIRMATION_DECLINED" in contracts["pets_delete"]["failureModes"]
+    assert "CONFIRMATION_DECLINED" not in contracts["pets_list"]["failureModes"]
 
 
 # ============================================================================ successful calls

@@ -9,6 +9,7 @@ writes a normal Python project that runs without the spec or the compiler:
     requirements.lock         the pinned dependency closure (with --hash lines when uv made it)
     wheels/                   the openapi2mcp-runtime wheel (runtime_dist.py; not on PyPI)
     src/notes_mcp/            __init__.py, __main__.py, manifest.json (frozen), build.json (provenance)
+    catalog.html, catalog.md  the review catalog: every tool's calls, arguments and contract (openapi2mcp docs)
     Dockerfile, .dockerignore dependency layer, then code layer; non-root; HTTP with auth; HEALTHCHECK
     k8s/                      Deployment + Service + HorizontalPodAutoscaler (+ k8s/redis/ with --with redis)
     server.json               the MCP Registry listing (registry.py); the README's mcp-name, the image's label
@@ -423,6 +424,7 @@ class _Plan:
     mcp_name: str = ""  # the registry name (registry.py)
     image: str = ""  # the image repository the listing names
     remote: str | None = None  # a deployed endpoint to list too
+    catalog: Mapping[str, str] = field(default_factory=dict)  # catalog.html, catalog.md (authoring renders them)
 
     @property
     def redis(self) -> bool:
@@ -507,6 +509,7 @@ def _readme(plan: _Plan, env_vars: list[EnvVar]) -> str:
         "instructions": m.server.instructions or "",
         "openapi2mcp_version": __version__,
         "tool_rows": "\n".join(rows) or "| (none) | | |",
+        "catalog": _catalog_line(plan.catalog),
         "env_rows": "\n".join(env_rows) or "| (none) | | | | |",
         "docker_env": docker_env,
         "base_image": plan.base_image,
@@ -529,6 +532,15 @@ def _readme(plan: _Plan, env_vars: list[EnvVar]) -> str:
                       "namespace, which only a local or test registry accepts: rebuild with your own name first.\n"),
     }
     return _fill(_template("README.md.tmpl"), values)
+
+
+def _catalog_line(catalog: Mapping[str, str]) -> str:
+    """The README's pointer to the review catalog (what each tool calls, its risk, confirmation, failure modes)."""
+    if not catalog:
+        return ""
+    links = " and ".join(f"[{name}]({name})" for name in sorted(catalog))
+    return (f"\nFor review: {links} list every tool with what it calls, its arguments, risk, confirmation, dry run, "
+            "side effects and failure modes, and the forbidden and not exposed operations (`openapi2mcp docs`).\n")
 
 
 def _upstream_auth_note(auth: AuthSpec) -> str:
@@ -747,6 +759,7 @@ def render(plan: _Plan) -> dict[str, bytes]:
             environment=[v.record() for v in env_vars], remote=plan.remote, auth_header=True,
             content_hash=m.content_hash)),
         **_k8s(plan, env_vars),
+        **plan.catalog,
     }
     return {path: text.replace("\r\n", "\n").encode("utf-8") for path, text in sorted(files.items())}
 
@@ -778,12 +791,14 @@ def build_package(
     mcp_name: str | None = None,
     image: str | None = None,
     remote_url: str | None = None,
+    catalog: Mapping[str, str] | None = None,
 ) -> BuildResult:
     """Write the package for `manifest` into `out` (replacing an earlier build there, nothing else).
 
     `extras`: the runtime's extras to install (`redis`: redis-py for `--state`, and k8s/redis/;
     `otel`: the OpenTelemetry SDK and OTLP exporter, docs/telemetry.md), locked with it;
-    `mcp_name`, `image`, `remote_url`: the MCP Registry listing (registry.py).
+    `mcp_name`, `image`, `remote_url`: the MCP Registry listing (registry.py); `catalog`: the review
+    catalog's files by name (`catalog.html`, `catalog.md`: authoring renders them, the CLI passes them).
     """
     if not manifest.content_hash:
         manifest = manifest.sealed()
@@ -808,7 +823,8 @@ def build_package(
     try:
         wheel = runtime_wheel(staging / "wheels", runtime_wheel_file)
         plan = _Plan(manifest, pkg, _module_name(pkg), pkg_version, base_image, wheel,
-                     make_lock(pkg, wheel, lock, warnings, chosen), chosen, listed, reference, remote)
+                     make_lock(pkg, wheel, lock, warnings, chosen), chosen, listed, reference, remote,
+                     dict(catalog or {}))
         for rel, data in render(plan).items():
             path = staging / rel
             path.parent.mkdir(parents=True, exist_ok=True)

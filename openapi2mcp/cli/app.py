@@ -5,7 +5,7 @@
     openapi2mcp serve   SPEC [--overlay FILE ...] [--transport stdio|http] [--host H] [--port P]
     openapi2mcp serve   --manifest manifest.json [...]
     openapi2mcp demo
-    openapi2mcp schema  overlay|manifest
+    openapi2mcp schema  overlay|manifest|contract
     openapi2mcp init    SPEC [-o overlay.yaml] [--max-tools N] [--json]
     openapi2mcp lint    SPEC --overlay FILE [--client NAME ...] [--format text|json|sarif]
     openapi2mcp diff    OLD_SPEC NEW_SPEC --overlay FILE [--fail-on breaking]   (or two Manifests)
@@ -36,7 +36,7 @@ from openapi2mcp.serving import CHECK, OPTIONS, Option, path_flags, resolve  # s
 
 if TYPE_CHECKING:
     from openapi2mcp.authoring import Reloader
-    from openapi2mcp.compiler import Compiled
+    from openapi2mcp.compiler import Compiled, Unexposed
     from openapi2mcp.manifest import Manifest
 
 app = typer.Typer(
@@ -185,6 +185,8 @@ def _upstream_line(m: Manifest) -> str:
 
 
 def _print_inspect(compiled: Compiled, definitions: list[dict[str, Any]]) -> None:
+    from openapi2mcp.manifest import CONTRACT_KEY
+
     m = compiled.manifest
     rows = []
     total = 0
@@ -193,14 +195,17 @@ def _print_inspect(compiled: Compiled, definitions: list[dict[str, Any]]) -> Non
         total += size
         ops = ", ".join(f"{s.operation.method} {s.operation.path}" for b in tool.branches for s in b.steps)
         name = tool.name + (f" (written {tool.written_name})" if tool.written_name else "")
-        rows.append((name, tool.risk, ops, size))
+        rows.append((name, tool.risk, _essentials(d), ops, size, d["_meta"][CONTRACT_KEY]["sideEffects"]))
     hidden = len(m.tools) - len(definitions)
     typer.echo(f"{m.server.name} {m.server.version}: {len(definitions)} tool(s)"
                + (f" (+{hidden} forbidden, not listed)" if hidden else "")
                + f", upstream {_upstream_line(m)}")
     width = max((len(r[0]) for r in rows), default=4)
-    for name, risk, ops, size in rows:
-        typer.echo(f"  {name:<{width}}  {risk:<8}  {size:>8,} B  ~{_tokens(size):>7,} tok  {ops}")
+    gist = max((len(r[2]) for r in rows), default=4)
+    for name, risk, essentials, ops, size, effects in rows:
+        typer.echo(f"  {name:<{width}}  {risk:<8}  {essentials:<{gist}}  {size:>8,} B  ~{_tokens(size):>7,} tok  {ops}")
+        if effects:
+            typer.echo(f"  {'':<{width}}  side effects: {'; '.join(e.rstrip('.') for e in effects)}")
     listing = json.dumps({"tools": definitions}, ensure_ascii=False).encode()
     typer.echo(f"tools/list: {len(listing):,} bytes, ~{_tokens(len(listing)):,} tokens "
                f"(estimate: bytes/4); manifest {m.content_hash[:19]}")
@@ -216,6 +221,28 @@ def _print_inspect(compiled: Compiled, definitions: list[dict[str, Any]]) -> Non
         for p in m.prompts:
             args = ", ".join(a.name + ("*" if a.required else "") for a in p.arguments)
             typer.echo(f"  {p.name}({args})" + (f"  {p.title}" if p.title else ""))
+
+
+def _essentials(definition: dict[str, Any]) -> str:
+    """The contract in a few words: who approves a call (autonomous / confirm / auto-approved), the dry run."""
+    from openapi2mcp.manifest import CONTRACT_KEY
+
+    contract = definition["_meta"][CONTRACT_KEY]
+    actions = contract.get("actions") or {}
+
+    def which(key: str, value: str) -> str:  # " (merge)": the actions it applies to, when not all
+        keys = [a for a, c in actions.items() if c[key] == value]
+        return f" ({', '.join(keys)})" if actions and len(keys) < len(actions) else ""
+
+    confirm = contract["confirmation"]
+    words = ["autonomous" if contract["autonomous"] else {"required": "confirm", "autoApproved": "auto-approved",
+                                                          "none": "not autonomous"}[confirm] + which("confirmation",
+                                                                                                    confirm)]
+    if contract["dryRun"] != "none":
+        words.append(f"dry-run {contract['dryRun']}" + which("dryRun", contract["dryRun"]))
+    if contract["stepUp"]:
+        words.append("step-up")
+    return ", ".join(words)
 
 
 def _warn_names(server: str, tools: list[str], limit: int = 10) -> None:
@@ -318,7 +345,7 @@ def serve(**given: Any) -> None:
         from openapi2mcp.serving import serve as serve_manifest
 
         if not options.reload:
-            serve_manifest(_manifest_for_serve(**inputs), options, prog="openapi2mcp", check=check)
+            serve_manifest(_compiled_or_read(**inputs)[0], options, prog="openapi2mcp", check=check)
             return
         reloader = _reloader(**inputs)
         serve_manifest(reloader.first(), options, prog="openapi2mcp", check=check, beside=reloader.run)
@@ -334,7 +361,7 @@ serve.__signature__ = Signature([  # type: ignore[attr-defined]  # what typer re
 app.command(epilog=SERVE_EXAMPLES)(serve)
 
 
-def _manifest_for_serve(
+def _compiled_or_read(
     spec: str | None,
     overlay: list[Path] | None,
     manifest: Path | None,
@@ -343,22 +370,24 @@ def _manifest_for_serve(
     allow_remote_refs: list[str] | None,
     ref_root: Path | None,
     fetch_timeout: float = FETCH_TIMEOUT,
-) -> Manifest:
+) -> tuple[Manifest, list[Unexposed] | None]:
+    """The Manifest (compiled, or read with --manifest) and the operations it leaves out (None: not known)."""
     from openapi2mcp.manifest import Manifest
 
     if manifest is not None:
         if spec or overlay:
             _fail("give either SPEC (with --overlay) or --manifest, not both")
         try:
-            return Manifest.read(manifest)
+            return Manifest.read(manifest), None
         except FileNotFoundError:
             _fail(f"manifest not found: {manifest}")
         except ValueError as e:
             _fail(f"{manifest}: not a usable manifest: {str(e).splitlines()[0]}")
     if not spec:
         _fail("give a SPEC (with --overlay or --all-operations), or --manifest FILE")
-    return _compile(spec, overlay, all_operations, strict, allow_remote_refs, ref_root=ref_root,
-                    fetch_timeout=fetch_timeout).manifest
+    compiled = _compile(spec, overlay, all_operations, strict, allow_remote_refs, ref_root=ref_root,
+                        fetch_timeout=fetch_timeout)
+    return compiled.manifest, compiled.unexposed
 
 
 def _reloader(
@@ -407,9 +436,17 @@ def demo(
 
 @app.command()
 def schema(
-    which: Annotated[str, typer.Argument(help="overlay (the tool overlay format) or manifest.")] = "overlay",
+    which: Annotated[str, typer.Argument(help="overlay (the tool overlay format), manifest, or contract (a listed "
+                                         "tool's _meta[\"openapi2mcp/contract\"]).")] = "overlay",
 ) -> None:
-    """Print a JSON Schema: the overlay format (for editors) or the Manifest."""
+    """Print a JSON Schema: the overlay format (for editors), the Manifest, or the tool contract.
+
+    Examples:
+
+        openapi2mcp schema overlay > overlay.schema.json
+
+        openapi2mcp schema contract   # what every tools/list entry carries in _meta (docs/contract.md)
+    """
     if which == "overlay":
         from openapi2mcp.overlay import overlay_json_schema
 
@@ -418,8 +455,12 @@ def schema(
         from openapi2mcp.manifest import Manifest
 
         data = Manifest.model_json_schema(by_alias=True)
+    elif which == "contract":
+        from openapi2mcp.manifest import contract_json_schema
+
+        data = contract_json_schema()
     else:
-        _fail(f"unknown schema {which!r}: use overlay or manifest")
+        _fail(f"unknown schema {which!r}: use overlay, manifest or contract")
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
@@ -495,12 +536,15 @@ def build(
         from openapi2mcp.build import build_package, default_name, package_name
 
         started = time.monotonic()
-        m = _manifest_for_serve(spec, overlay, manifest, all_operations, strict, allow_remote_refs, ref_root,
-                               fetch_timeout)
+        from openapi2mcp.authoring import catalog_files
+
+        m, unexposed = _compiled_or_read(spec, overlay, manifest, all_operations, strict, allow_remote_refs, ref_root,
+                                         fetch_timeout)
         target = out or Path("dist") / (package_name(name) if name else default_name(m))
         result = build_package(m, target, name=name, version=version, base_image=base_image,
                                runtime_wheel_file=runtime_wheel, lock=lock.value, extras=with_extras or (),
-                               mcp_name=mcp_name, image=image, remote_url=remote_url)
+                               mcp_name=mcp_name, image=image, remote_url=remote_url,
+                               catalog=catalog_files(m, unexposed))
         for w in result.warnings:
             typer.echo(f"openapi2mcp: warning: {w}", err=True)
         typer.echo(f"wrote {target}: {result.name} {result.version}, {len(result.files)} files, "

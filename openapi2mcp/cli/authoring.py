@@ -27,10 +27,11 @@ T = TypeVar("T")
 
 
 def register(app: typer.Typer) -> None:
-    """Add the authoring commands (init, lint, diff) to `app`."""
+    """Add the authoring commands (init, lint, diff, docs) to `app`."""
     app.command("init", epilog=INIT_EXAMPLES)(init)
     app.command("lint", no_args_is_help=True)(lint)
     app.command("diff", no_args_is_help=True)(diff)
+    app.command("docs", no_args_is_help=True)(docs)
 
 
 def _run(body: Callable[[], None]) -> None:
@@ -477,3 +478,73 @@ def _print_rich(s: Summary, where: str, spec: str, stream: Any) -> None:
                       f"{r['bytes']:,}", f"{max(1, round(r['bytes'] / 4)):,}")
     console.print(table)
     console.print(_next(where, spec))
+
+
+# ============================================================================ docs
+
+
+class CatalogFormat(StrEnum):
+    html = "html"
+    md = "md"
+
+
+def docs(
+    spec: Annotated[str | None, typer.Argument(help="The OpenAPI document (file or URL); or use --manifest.")] = None,
+    overlay: OverlayOpt = None,
+    manifest: Annotated[
+        Path | None, typer.Option("--manifest", "-m", help="A compiled Manifest instead of SPEC --overlay F (the "
+                                  "operations it leaves out are then not known).")
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="catalog.html or catalog.md (default: Markdown on stdout).")
+    ] = None,
+    fmt: Annotated[
+        CatalogFormat | None, typer.Option("--format", help="html or md (default: from the -o extension).")
+    ] = None,
+    allow_remote_refs: RemoteOpt = None,
+    ref_root: RefRootOpt = None,
+    fetch_timeout: FetchOpt = 120.0,
+) -> None:
+    """A review catalog of what an agent may do with this server, for the people who approve it.
+
+    A summary by risk level, then every tool: what it calls (method and path, per action or
+    variant), its arguments (type, required, description, bounds), side effects, permissions,
+    confirmation, dry run and failure modes; then the forbidden tools and the spec's operations
+    no tool exposes. HTML: one self-contained file (inline CSS, no script, nothing fetched);
+    Markdown: for a repository or a pull request. Deterministic: the same input, the same bytes.
+
+    \b
+    Examples:
+        openapi2mcp docs openapi.yaml -O overlay.yaml -o catalog.html
+        openapi2mcp docs openapi.yaml -O overlay.yaml -o catalog.md
+        openapi2mcp docs --manifest manifest.json -o catalog.html
+        openapi2mcp docs openapi.yaml -O overlay.yaml --format html > catalog.html
+
+    Exit status: 0 written, 2 bad input (spec, overlay, Manifest, output name).
+    """
+
+    def run() -> None:
+        from openapi2mcp.authoring import build_catalog, catalog_format, load_project, read_manifest, render
+        from openapi2mcp.errors import InputError
+
+        chosen = catalog_format(str(output) if output else None, fmt.value if fmt else None)
+        if manifest is not None:
+            if spec or overlay:
+                raise InputError.at("give either SPEC --overlay F or --manifest M, not both")
+            catalog = build_catalog(read_manifest(str(manifest)), None)
+        elif spec:
+            made = load_project(spec, list(overlay or []), _load_options(allow_remote_refs, ref_root, fetch_timeout))
+            catalog = build_catalog(made.manifest, made.compiled.unexposed)
+        else:
+            raise InputError.at("give SPEC --overlay FILE, or --manifest FILE")
+        text = render(catalog, chosen)
+        if output is None or str(output) == "-":
+            sys.stdout.write(text)
+        else:
+            output.parent.mkdir(parents=True, exist_ok=True)
+            output.write_text(text, encoding="utf-8")
+            typer.echo(f"wrote {output}: {len(catalog.tools)} tools, {len(catalog.forbidden)} forbidden, "
+                       + ("operations not exposed: not known" if catalog.unexposed is None
+                          else f"{len(catalog.unexposed)} operations not exposed"), err=True)
+
+    _run(run)

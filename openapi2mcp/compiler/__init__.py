@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from openapi2mcp.compiler.compile import Compiled, compile_manifest
+from openapi2mcp.compiler.compile import Compiled, Unexposed, compile_manifest
 from openapi2mcp.compiler.files import CompiledFiles, LoadOptions, compile_files, load_with_overlays, read_overlays
 from openapi2mcp.compiler.names import (
     CLAUDE_CODE_LIMIT,
@@ -19,6 +19,7 @@ __all__ = [
     "Compiled",
     "CompiledFiles",
     "LoadOptions",
+    "Unexposed",
     "claude_code_name",
     "compile_files",
     "compile_manifest",

@@ -20,7 +20,7 @@ problem in the spec that can be worked around is a warning with its JSON pointer
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from openapi2mcp import __version__
@@ -49,12 +49,27 @@ if TYPE_CHECKING:
     from openapi2mcp.loader import LoadedSpec
 
 
+@dataclass(frozen=True)
+class Unexposed:
+    """An operation of the spec that no tool, resource or forbidden tool uses (the catalog lists them)."""
+
+    id: str
+    method: str
+    path: str
+    summary: str | None = None
+
+
 @dataclass
 class Compiled:
-    """The sealed Manifest and the warnings about the spec met on the way (loading's included)."""
+    """The sealed Manifest and the warnings about the spec met on the way (loading's included).
+
+    `unexposed`: the spec's operations the Manifest does not mention, for people reviewing what is
+    served (`openapi2mcp docs`); not in the Manifest, which holds only what the runtime needs.
+    """
 
     manifest: Manifest
     warnings: list[SpecWarning]
+    unexposed: list[Unexposed] = field(default_factory=list)
 
 
 @paused_gc()
@@ -126,7 +141,19 @@ def compile_manifest(
         prompts=prompts,
         sources=_sources(spec, overlays),
     ).sealed()
-    return Compiled(manifest=manifest, warnings=[*spec.warnings, *ctx.warnings])
+    return Compiled(manifest=manifest, warnings=[*spec.warnings, *ctx.warnings], unexposed=_unexposed(ctx, manifest))
+
+
+def _unexposed(ctx: Context, manifest: Manifest) -> list[Unexposed]:
+    """The spec's operations, in spec order, that no tool (forbidden ones included) or resource calls."""
+    mentioned = {s.operation.id for t in manifest.tools for b in t.branches for s in b.steps}
+    mentioned |= {r.operation.id for r in manifest.resources}
+    out = []
+    for op in unique_operations(ctx.ops):
+        if op.id not in mentioned:
+            summary = op.node.get("summary")
+            out.append(Unexposed(op.id, op.method, op.path, summary if isinstance(summary, str) else None))
+    return out
 
 
 def _overlay_tool(ctx: Context, tdef: ToolDef, overlay: ToolOverlay, doc: OverlayFile, at: KeyPath) -> ToolSpec:

@@ -3,6 +3,16 @@
 from __future__ import annotations
 
 from openapi2mcp.manifest.bulk import paused_gc
+from openapi2mcp.manifest.contract import (
+    CONTRACT_KEY,
+    BranchContract,
+    ContractContext,
+    ToolContract,
+    VariantContract,
+    contract_json_schema,
+    tool_contract,
+)
+from openapi2mcp.manifest.failures import STATUS_ERRORS, builtin_failure, failure_mode_for
 from openapi2mcp.manifest.model import (
     BASE_URL_VAR,
     CURSOR_MAX_LENGTH,
@@ -62,6 +72,7 @@ from openapi2mcp.manifest.uritemplate import TemplateError, UriTemplate
 
 __all__ = [
     "BASE_URL_VAR",
+    "CONTRACT_KEY",
     "CURSOR_MAX_LENGTH",
     "DRY_RUN_ARG",
     "DRY_RUN_INTERNAL_ARG",
@@ -72,11 +83,14 @@ __all__ = [
     "PLACEHOLDER",
     "RISK_ORDER",
     "SAFE_METHODS",
+    "STATUS_ERRORS",
     "VARIABLE",
     "AuthSpec",
     "BodyField",
     "BodySpec",
     "Branch",
+    "BranchContract",
+    "ContractContext",
     "Dispatch",
     "DryRunSpec",
     "FailureMode",
@@ -101,13 +115,18 @@ __all__ = [
     "Step",
     "TemplateError",
     "TimeoutSpec",
+    "ToolContract",
     "ToolSpec",
     "UpstreamSpec",
     "UriTemplate",
+    "VariantContract",
+    "builtin_failure",
     "compile_schema",
+    "contract_json_schema",
     "default_burst",
     "describe_rate",
     "expand",
+    "failure_mode_for",
     "needs_confirmation",
     "optional",
     "parse_rate",
@@ -118,4 +137,5 @@ __all__ = [
     "resource_policy",
     "step_up_scope",
     "template_vars",
+    "tool_contract",
 ]

@@ -35,12 +35,15 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from openapi2mcp import __version__
 from openapi2mcp.manifest.bulk import paused_gc
+
+if TYPE_CHECKING:
+    from openapi2mcp.manifest.contract import ContractContext
 
 MANIFEST_FORMAT = 1
 
@@ -385,8 +388,13 @@ class ToolSpec(_Model):
     step_up: bool = False  # the caller's token must also carry the step-up scope (access.step_up_scope)
     step_up_scope: str | None = None  # None: "<first permission>:step-up"
 
-    def definition(self) -> dict[str, Any]:
-        """The tool exactly as `tools/list` shows it (MCP wire names)."""
+    def definition(self, context: ContractContext | None = None) -> dict[str, Any]:
+        """The tool exactly as `tools/list` shows it (MCP wire names), its contract in `_meta` (contract.py).
+
+        `context`: what the serving flags add to the contract (None: a server without flags).
+        """
+        from openapi2mcp.manifest.contract import CONTRACT_KEY, tool_contract  # it builds on this module
+
         out: dict[str, Any] = {"name": self.name}
         if self.title:
             out["title"] = self.title
@@ -396,8 +404,7 @@ class ToolSpec(_Model):
             out["outputSchema"] = self.output_schema
         if self.annotations:
             out["annotations"] = self.annotations
-        if self.meta:
-            out["_meta"] = self.meta
+        out["_meta"] = {**self.meta, CONTRACT_KEY: tool_contract(self, context).wire()}
         return out
 
 

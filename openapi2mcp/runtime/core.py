@@ -33,7 +33,7 @@ from typing import Any, Final
 import mcp_types as types
 from mcp.server.lowlevel import Server
 
-from openapi2mcp.manifest import Manifest
+from openapi2mcp.manifest import ContractContext, Manifest
 from openapi2mcp.runtime import server
 from openapi2mcp.runtime.access import Caller, caller_from_context, local_caller
 from openapi2mcp.runtime.admission import Admission
@@ -78,14 +78,22 @@ class Runtime:
             self.signer = options.signer or Signer.from_environ(env)
         except SigningKeyError as e:
             raise ConfigError(str(e)) from None
-        self.tools: dict[str, Tool] = compile_tools(manifest, self.signer, check=options.check_schemas)
+        # what outlives a call (state.py): this process's, or shared by every replica (--state)
+        self.state = _state(env, options.state, self.signer, manifest)
+        # safety (policy.py, audit.py): confirmation, dry run, idempotency, the audit log
+        self.policy = _policy(env, options.auto_approve, self.signer, self.upstream, self.state)
+        self.auditor = _auditor(env, options.audit_log)
+        # each listed tool's contract says what these flags change (manifest/contract.py)
+        contract = ContractContext(auto_approve=self.policy.auto_approve, shared_state=self.state.shared,
+                                   audited=self.auditor.enabled,
+                                   server_limit=(options.rate_limit or manifest.upstream.rate_limit) is not None)
+        self.tools: dict[str, Tool] = compile_tools(manifest, self.signer, check=options.check_schemas,
+                                                    contract=contract)
         if self.signer.generated and any(t.pagers for t in self.tools.values()):
             log.warning(
                 "cursors are signed with a key generated at start-up: they stop working after a restart and are "
                 "refused by other replicas; set %s to share one key", SIGNING_KEY_VAR,
             )
-        # what outlives a call (state.py): this process's, or shared by every replica (--state)
-        self.state = _state(env, options.state, self.signer, manifest)
         # access (access.py, limits.py): the caller without a token, the per-scope-set lists, the buckets
         self.local = options.local or local_caller("memory")
         self.views = Views(self.tools, manifest.content_hash, options.page_size)
@@ -94,9 +102,6 @@ class Runtime:
         self.catalog = Catalog(manifest, self.upstream, page_size=options.page_size,
                                max_binary_bytes=options.max_binary_bytes)
         self.catalog.limiter = self.limiter  # resource reads count against their tools' limits
-        # safety (policy.py, audit.py): confirmation, dry run, idempotency, the audit log
-        self.policy = _policy(env, options.auto_approve, self.signer, self.upstream, self.state)
-        self.auditor = _auditor(env, options.audit_log)
         self.catalog.auditor = self.auditor
         self.catalog.caller_of = lambda ctx: caller_from_context(ctx, self.local)
         self._warn_of_safety()

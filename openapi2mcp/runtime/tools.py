@@ -19,7 +19,7 @@ import jmespath.exceptions
 import mcp_types as types
 
 from openapi2mcp.errors import ErrorCode, ToolError, ToolFailure, did_you_mean
-from openapi2mcp.manifest import Branch, Manifest, ToolSpec, compile_schema
+from openapi2mcp.manifest import Branch, ContractContext, Manifest, ToolSpec, compile_schema
 from openapi2mcp.runtime.paginate import Paginator
 from openapi2mcp.runtime.signing import Signer
 from openapi2mcp.shape import Shaper, compile_expression, describe_error, drop_nulls, error_path, leaf_errors
@@ -39,7 +39,7 @@ def invalid(message: str, field: str | None = None) -> ToolFailure:
 class Tool:
     """A callable tool: its spec plus everything compiled once at start-up."""
 
-    def __init__(self, spec: ToolSpec, signer: Signer, *, check: bool) -> None:
+    def __init__(self, spec: ToolSpec, signer: Signer, *, check: bool, contract: ContractContext | None = None) -> None:
         self.spec = spec
         schema_error: type[Exception] = _Unchecked  # only a schema check raises jsonschema's SchemaError
         try:
@@ -55,7 +55,7 @@ class Tool:
             self.pagers = {b.key: Paginator(spec.name, b.pagination, signer) for b in spec.branches if b.pagination}
             for expr in _expressions(spec):
                 compile_expression(expr)
-            self.definition = types.Tool.model_validate(spec.definition())
+            self.definition = types.Tool.model_validate(spec.definition(contract))  # _meta: the contract
         except schema_error as e:
             raise ConfigError(f"tool {spec.name}: invalid JSON Schema: {getattr(e, 'message', e)}") from None
         except jmespath.exceptions.JMESPathError as e:
@@ -97,7 +97,9 @@ def _expressions(spec: ToolSpec) -> list[str]:
     return found
 
 
-def compile_tools(manifest: Manifest, signer: Signer, *, check: bool) -> dict[str, Tool]:
+def compile_tools(
+    manifest: Manifest, signer: Signer, *, check: bool, contract: ContractContext | None = None
+) -> dict[str, Tool]:
     """The callable tools of a Manifest by name (a forbidden tool is never one); a name twice is a ConfigError."""
     tools: dict[str, Tool] = {}
     for spec in manifest.tools:
@@ -105,7 +107,7 @@ def compile_tools(manifest: Manifest, signer: Signer, *, check: bool) -> dict[st
             continue
         if spec.name in tools:
             raise ConfigError(f"tool {spec.name}: defined twice")
-        tools[spec.name] = Tool(spec, signer, check=check)
+        tools[spec.name] = Tool(spec, signer, check=check, contract=contract)
     return tools
 
 

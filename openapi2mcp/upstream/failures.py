@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import codecs
 from collections.abc import Mapping
-from typing import Final
 
 from openapi2mcp.errors import ErrorCode, ToolFailure
-from openapi2mcp.manifest import FailureMode, OperationSpec
+from openapi2mcp.manifest import STATUS_ERRORS as STATUS_ERRORS
+from openapi2mcp.manifest import FailureMode, OperationSpec, builtin_failure, failure_mode_for
 from openapi2mcp.upstream.errorbody import Complaint, read_complaint
 from openapi2mcp.upstream.response import UpstreamResponse, clip_quote, is_json_media, loads, retry_after
 from openapi2mcp.upstream.secrets import Redactor
@@ -39,59 +39,6 @@ def too_large(cap: int, status: int) -> ToolFailure:
     )
 
 
-STATUS_ERRORS: Final[dict[int, tuple[ErrorCode, str, str]]] = {
-    400: (ErrorCode.ARGUMENT_INVALID, "the upstream rejected the request", "Check the arguments."),
-    422: (ErrorCode.ARGUMENT_INVALID, "the upstream rejected the request", "Check the arguments."),
-    401: (
-        ErrorCode.UNAUTHORIZED,
-        "the upstream refused the server's credentials",
-        "The server's API credential is missing, wrong or expired; changing arguments will not help.",
-    ),
-    403: (
-        ErrorCode.FORBIDDEN,
-        "the upstream denied access",
-        "The server's credential lacks permission for this operation or resource.",
-    ),
-    404: (ErrorCode.NOT_FOUND, "not found", "Check the identifiers, or list or search first."),
-    409: (
-        ErrorCode.CONFLICT,
-        "conflict",
-        "The resource changed or already exists; read it again before retrying.",
-    ),
-    412: (
-        ErrorCode.PRECONDITION_FAILED,
-        "precondition failed",
-        "The resource changed since it was read; read it again.",
-    ),
-    413: (ErrorCode.PAYLOAD_TOO_LARGE, "the request is too large for the upstream", "Send less data."),
-    429: (ErrorCode.RATE_LIMITED, "rate limited by the upstream", "Wait, then retry."),
-}
-
-
-def _builtin(status: int) -> tuple[ErrorCode, bool, str, str]:
-    if status in STATUS_ERRORS:
-        code, what, advice = STATUS_ERRORS[status]
-        return code, status == 429, what, advice
-    if status >= 500:
-        retry = status in (502, 503, 504)
-        return ErrorCode.UPSTREAM_ERROR, retry, "the upstream failed", "Retry later." if retry else ""
-    if 300 <= status < 400:
-        return (
-            ErrorCode.UPSTREAM_ERROR,
-            False,
-            "the upstream answered with a redirect, which is not followed",
-            "",
-        )
-    return ErrorCode.UPSTREAM_ERROR, False, "the upstream refused the request", ""
-
-
-def _failure_mode(status: int, modes: Mapping[str, FailureMode]) -> FailureMode | None:
-    for key in (str(status), f"{status // 100}XX", f"{status // 100}xx", "default"):
-        if key in modes:
-            return modes[key]
-    return None
-
-
 def status_failure(
     resp: UpstreamResponse, op: OperationSpec, modes: Mapping[str, FailureMode], redactor: Redactor, *,
     no_credential: str | None = None, refused: tuple[str, str] | None = None,
@@ -104,12 +51,12 @@ def status_failure(
     status = resp.status
     complaint = upstream_complaint(resp, op)
     said = clip_quote(redactor.text(complaint.message)) if complaint.message else ""
-    code, retryable, what, advice = _builtin(status)
+    code, retryable, what, advice = builtin_failure(status)
     if status == 401 and no_credential:
         what, advice = "the upstream requires credentials", no_credential[0].upper() + no_credential[1:] + "."
     elif status == 401 and refused:
         what, advice = refused
-    mode = _failure_mode(status, modes)
+    mode = failure_mode_for(status, modes)
     if mode is not None:
         code_text = mode.code
         retryable = mode.retryable if mode.retryable is not None else retryable
