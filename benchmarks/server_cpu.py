@@ -31,9 +31,11 @@ time (from /proc/PID/stat, the process and its children, read before and after t
 divided by the calls it answered: it holds when other work shares the machine, where calls/s
 does not. The upstream's CPU per call and wrk's are shown so you can see neither is the limit.
 Sides and eras are interleaved, `--rounds` times (the order rotates each round); the table shows
-medians. `--profile PATH` samples our server with py-spy (`pip install py-spy`) during one extra
-batch per era, after the measured rounds: PATH.svg is a flame graph, .txt py-spy's collapsed
-stacks, .json speedscope; the era is added to the name.
+medians. `--profile PATH` samples our server (or `--profile-side`'s) during one extra batch per
+era, after the measured rounds, and writes collapsed stacks (flamegraph.pl and speedscope read
+them), the era added to the name: by default with benchmarks/_cpu_sampler.py (the side runs
+under it from the start; it samples CPU time, so it holds on a busy machine), or with
+`--profiler py-spy` (`pip install py-spy`; wall-clock samples; PATH.svg gives a flame graph).
 """
 
 from __future__ import annotations
@@ -42,8 +44,10 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -125,6 +129,7 @@ class Running:
     server: c.Server
     url: str
     sessions: list[str] = field(default_factory=list)
+    sampler_out: Path | None = None  # where _cpu_sampler.py writes (--profile --profiler cpu)
 
 
 def post(url: str, body: dict[str, Any], headers: dict[str, str]) -> tuple[int, dict[str, str], str]:
@@ -153,9 +158,12 @@ def open_session(url: str) -> str:
     return sid
 
 
-def start(side: Side, timeout: float) -> Running:
+def start(side: Side, timeout: float, sampler_out: Path | None = None) -> Running:
     port = c.free_port()
-    server = c.Server(side.key, [*side.argv, "--port", str(port)], env=side.env)
+    argv = [*side.argv, "--port", str(port)]
+    if sampler_out is not None:
+        argv = [argv[0], str(c.BENCH / "_cpu_sampler.py"), str(sampler_out), *argv[1:]]
+    server = c.Server(side.key, argv, env=side.env)
     url = f"http://127.0.0.1:{port}/mcp"
     deadline = time.monotonic() + timeout
     while True:
@@ -169,7 +177,7 @@ def start(side: Side, timeout: float) -> Running:
                 server.stop()
                 raise RuntimeError(f"{side.key}: not up within {timeout:g} s ({e})") from None
             time.sleep(0.1)
-    return Running(side, server, url)
+    return Running(side, server, url, sampler_out=sampler_out)
 
 
 # ============================================================================ one batch
@@ -222,20 +230,32 @@ def batch(run: Running, era: str, upstream: c.Server, args: argparse.Namespace, 
 
 
 def profile(run: Running, era: str, upstream: c.Server, args: argparse.Namespace) -> Path:
-    """One extra batch of `era` with py-spy sampling our server; the profile's path."""
+    """One extra batch of `era` with the profiler sampling the server of `run`; the profile's path."""
     target = Path(args.profile)
-    fmt = {".txt": "raw", ".json": "speedscope"}.get(target.suffix, "flamegraph")
-    path = target.with_name(f"{target.stem}-{era}{target.suffix or '.svg'}")
-    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-    rec = subprocess.Popen([spy, "record", "--pid", str(run.server.proc.pid), "--rate", "200", "--format", fmt,
-                            "--output", str(path), "--duration", f"{args.duration + 1:g}"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    time.sleep(0.5)
-    b = batch(run, era, upstream, args, args.duration)
-    _, err = rec.communicate(timeout=args.duration + 60)
-    if rec.returncode != 0:
-        raise RuntimeError(f"py-spy failed: {err.strip()[-300:]}")
-    c.progress(f"  profile of ours ({era}, {b.calls} calls, sampled): {path}")
+    path = target.with_name(f"{target.stem}-{era}{target.suffix or '.txt'}")
+    if args.profiler == "cpu":  # the side runs under _cpu_sampler.py: SIGUSR1 starts, SIGUSR2 writes
+        sampled = Path(str(run.sampler_out))
+        sampled.unlink(missing_ok=True)
+        os.kill(run.server.proc.pid, signal.SIGUSR1)
+        b = batch(run, era, upstream, args, args.duration)
+        os.kill(run.server.proc.pid, signal.SIGUSR2)
+        for _ in range(100):
+            if sampled.exists():
+                break
+            time.sleep(0.1)
+        shutil.move(str(sampled), path)
+    else:
+        fmt = {".txt": "raw", ".json": "speedscope"}.get(target.suffix, "flamegraph")
+        spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+        rec = subprocess.Popen([spy, "record", "--pid", str(run.server.proc.pid), "--rate", "200", "--format", fmt,
+                                "--output", str(path), "--duration", f"{args.duration + 1:g}"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        b = batch(run, era, upstream, args, args.duration)
+        _, err = rec.communicate(timeout=args.duration + 60)
+        if rec.returncode != 0:
+            raise RuntimeError(f"py-spy failed: {err.strip()[-300:]}")
+    c.progress(f"  profile of {run.side.key} ({era}, {b.calls} calls, {args.profiler}): {path}")
     return path
 
 
@@ -298,6 +318,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sides", default="floor,floor-uvloop,fastmcp,ours", help="comma-separated sides")
     parser.add_argument("--eras", default="modern,legacy", help="modern (2026-07-28) and/or legacy (2025-11-25)")
     parser.add_argument("--profile", metavar="PATH", help="write py-spy profiles of our server (.svg, .txt, .json)")
+    parser.add_argument("--profiler", choices=["cpu", "py-spy"], default="cpu",
+                        help="cpu: benchmarks/_cpu_sampler.py, CPU-time samples (default); py-spy: wall-clock samples")
+    parser.add_argument("--profile-side", default="ours", metavar="SIDE", help="the side --profile samples (ours)")
     parser.add_argument("--wrk", default=shutil.which("wrk") or "wrk", help="the wrk binary")
     parser.add_argument("--timeout", type=float, default=120, help="seconds a server may take to start")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
@@ -325,7 +348,9 @@ def main(argv: list[str] | None = None) -> int:
         cells: list[Cell] = []
         for side in chosen:
             try:
-                run = start(side, args.timeout)
+                sampled = (Path(tempfile.gettempdir()) / f"o2m-sampler-{os.getpid()}.txt"
+                           if args.profile and args.profiler == "cpu" and side.key == args.profile_side else None)
+                run = start(side, args.timeout, sampled)
             except RuntimeError as e:
                 c.progress(f"  {side.key}: FAILED: {e}")
                 cells += [Cell(side, era, error=str(e)[:120]) for era in eras]
@@ -358,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
                                + (f", {b.errors} wrong ({b.first_error[:100]})" if b.errors else ""))
         if args.profile:
             for run in runs:
-                if run.side.key == "ours":
+                if run.side.key == args.profile_side:
                     for era in eras:
                         profile(run, era, upstream, args)
         load_end = os.getloadavg()[0]
