@@ -16,8 +16,8 @@ separate and local (127.0.0.1):
                  `getPet`, its defaults (its own venv, see _common.py)
   ours           `python -m openapi2mcp serve examples/petstore/openapi.yaml --overlay
                  examples/petstore/overlay.yaml --transport http`, tool `pets_get`
-  baseline       with `--baseline DIR`: the same command over DIR's openapi2mcp (a checkout of
-                 another commit, e.g. `git worktree add DIR main`), for before/after in one run
+  baselineN      with `--baseline DIR` (repeatable): the same command over DIR's openapi2mcp (a
+                 checkout of another commit, e.g. `git worktree add DIR main`): before/after in one run
 
 The load: `wrk` (C, one connection and one thread per concurrent client) POSTs pre-built
 JSON-RPC `tools/call` requests (benchmarks/server_cpu.lua) for `--duration` seconds:
@@ -78,7 +78,7 @@ class Side:
     env: dict[str, str]
 
 
-def sides(upstream: str, fm: c.FastMCPEnv, wanted: list[str], baseline: str | None = None) -> list[Side]:
+def sides(upstream: str, fm: c.FastMCPEnv, wanted: list[str], baselines: list[str]) -> list[Side]:
     py = sys.executable
     floor = [py, str(c.BENCH / "floor_server.py"), "--base-url", upstream]
     ours = [py, "-m", "openapi2mcp", "serve", str(PETSTORE / "openapi.yaml"), "--overlay",
@@ -89,15 +89,16 @@ def sides(upstream: str, fm: c.FastMCPEnv, wanted: list[str], baseline: str | No
                              [*floor, "--loop", "uvloop", "--http", "httptools"], c.our_env()),
         "ours": Side("ours", "openapi2mcp serve", "pets_get", ours, c.our_env()),
     }
-    if baseline:  # the same command over another checkout's openapi2mcp (before/after a change, one run)
-        env = {**c.our_env(), "PYTHONPATH": str(Path(baseline).resolve())}
-        argv = [ours[0], "-P", *ours[1:]]  # -P: not the working directory's (this checkout's) package first
-        known["baseline"] = Side("baseline", f"openapi2mcp serve @ {Path(baseline).name}", "pets_get", argv, env)
-        wanted = [*wanted, "baseline"] if "baseline" not in wanted else wanted
     if fm.python:
         known["fastmcp"] = Side("fastmcp", "FastMCP from_openapi", "getPet",
                                 [fm.python, str(c.BENCH / "fastmcp_server.py"), str(PETSTORE / "openapi.yaml"),
                                  "--base-url", upstream], c.fastmcp_env_vars())
+    for i, where in enumerate(baselines):  # the same command over another checkout's openapi2mcp (before/after)
+        env = {**c.our_env(), "PYTHONPATH": str(Path(where).resolve())}
+        argv = [ours[0], "-P", *ours[1:]]  # -P: not the working directory's (this checkout's) package first
+        key = f"baseline{i + 1}"
+        known[key] = Side(key, f"openapi2mcp serve @ {Path(where).name}", "pets_get", argv, env)
+        wanted = [*wanted, key]
     unknown = [k for k in wanted if k not in known and k != "fastmcp"]
     if unknown:
         sys.exit(f"server_cpu: unknown side(s) {unknown}; known: floor, floor-uvloop, fastmcp, ours")
@@ -300,7 +301,7 @@ def report(cells: list[Cell], args: argparse.Namespace, fm: c.FastMCPEnv, loads:
         for ref in ("floor", "fastmcp"):
             base = by.get((ref, cell.era))
             ratios.append(c.ratio(cell.med(lambda b: b.cpu_ms), base.med(lambda b: b.cpu_ms))
-                          if cell.side.key in ("ours", "baseline") and base else "")
+                          if cell.side.key.startswith(("ours", "baseline")) and base else "")
         rows.append([
             cell.side.label, cell.era,
             f"{cell.med(lambda b: b.cpu_ms):.2f} ms" if good else "–",
@@ -328,8 +329,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profiler", choices=["cpu", "py-spy"], default="cpu",
                         help="cpu: benchmarks/_cpu_sampler.py, CPU-time samples (default); py-spy: wall-clock samples")
     parser.add_argument("--profile-side", default="ours", metavar="SIDE", help="the side --profile samples (ours)")
-    parser.add_argument("--baseline", metavar="DIR",
-                        help="also serve with the openapi2mcp of another checkout (e.g. a worktree of main)")
+    parser.add_argument("--baseline", metavar="DIR", action="append",
+                        help="also serve with the openapi2mcp of another checkout (a worktree of main); repeatable")
     parser.add_argument("--wrk", default=shutil.which("wrk") or "wrk", help="the wrk binary")
     parser.add_argument("--timeout", type=float, default=120, help="seconds a server may take to start")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
@@ -352,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
         running.append(upstream)
         url = upstream.first_stdout_line(timeout=60)
         c.progress(f"upstream at {url}")
-        chosen = sides(url, fm, wanted, args.baseline)
+        chosen = sides(url, fm, wanted, args.baseline or [])
         runs: list[Running] = []
         cells: list[Cell] = []
         for side in chosen:
