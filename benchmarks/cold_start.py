@@ -19,11 +19,21 @@ Four ways to serve one API, each started as a fresh process for every run:
              frozen Manifest the package loads, so the two differ only in their entry point).
   FastMCP    benchmarks/fastmcp_server.py under FastMCP 4.2.3's own venv: FastMCP.from_openapi on
              the same spec file. FastMCP has no overlay: it serves every operation.
+  floor      `python -c "import mcp.server.lowlevel"`, spawn to exit (stdio column only): what any
+             server on the mcp SDK pays before it can answer; "floor ratio" = ours / floor (issue
+             15's goal for the package: <= 1.3), on wall time and on the server process's own CPU
+             time (user + system, from /proc, read when the list is complete: steadier on a busy box).
+
+`--baseline DIR` adds the package script and `serve SPEC` run on another checkout's openapi2mcp
+(PYTHONPATH=DIR; e.g. `git archive main | tar -x -C /tmp/before`), interleaved with the rest:
+before and after in one run.
 
 Every side gets `--base-url http://127.0.0.1:9` (nothing listens there; no tool is called).
 
 Cold start = from just before the process is spawned until the last page of tools/list has
-arrived at a fresh mcp SDK client (2025-11-25 initialize handshake; `--mode auto` for 2026-07-28):
+arrived at a fresh mcp SDK client (2025-11-25 initialize handshake; `--mode auto` for 2026-07-28);
+over stdio the first page's arrival is reported too ("first page": what a client waits for before
+it can show the first tools):
 
   stdio  the SDK client launches the command itself (`stdio_client`, as MCP clients launch local
          servers) and sends initialize at once; the server answers when it is ready.
@@ -72,7 +82,7 @@ class Case:
 
     @property
     def big(self) -> bool:
-        return self.spec.startswith("corpus:")
+        return self.spec.startswith(("corpus:", "fetched:"))
 
     @property
     def runs(self) -> int:
@@ -80,6 +90,8 @@ class Case:
         return 3 if self.big else 5
 
     def spec_path(self) -> Path | None:
+        if self.spec.startswith("fetched:"):  # APIs-guru's npm package, cached under .cache/bench/apis-guru
+            return c.fetched_spec(self.spec.removeprefix("fetched:"))
         if not self.spec.startswith("corpus:"):
             return c.ROOT / self.spec
         corpus = c.corpus_dir()
@@ -99,7 +111,16 @@ CASES = [
     _example("market", default=False),
     Case("github", "GitHub + overlays/github.yaml", "GitHub", GITHUB, ("--overlay", "overlays/github.yaml")),
     Case("github-all", "GitHub `--all-operations`", "GitHub", GITHUB, ("--all-operations",)),
+    # 11,422 tools, a 200 MB Manifest: on request (FastMCP takes minutes and GBs on it: add --no-fastmcp)
+    Case("graph-all", "Microsoft Graph `--all-operations`", "Microsoft Graph", "fetched:microsoft.com/graph.json",
+         ("--all-operations",), default=False),
 ]
+
+FLOOR = "import mcp.server.lowlevel"  # what every server on the mcp SDK imports before it can answer
+# ... and its peak memory, from the process itself: ru_maxrss of a child forked from this (big) script
+# counts the parent's pages it started with
+FLOOR_CODE = (f"{FLOOR}\nimport sys\nhwm = [ln for ln in open('/proc/self/status') if ln.startswith('VmHWM:')]\n"
+              "open(sys.argv[-1], 'w').write('{\"hwm_kb\": %s}' % hwm[0].split()[1])\n")
 
 
 @dataclass
@@ -124,6 +145,8 @@ class Slot:
     transport: str
     seconds: list[float] = field(default_factory=list)
     rss: list[float] = field(default_factory=list)
+    first: list[float] = field(default_factory=list)  # stdio: seconds to the first page of tools/list
+    cpu: list[float] = field(default_factory=list)  # stdio: the server's CPU seconds until the list is complete
     tools: int = 0
     error: str | None = None
 
@@ -132,6 +155,12 @@ class Slot:
 
     def peak(self) -> float:
         return c.median(self.rss)
+
+    def cpu_time(self) -> float | None:
+        return c.median(self.cpu) if self.cpu else None
+
+    def first_page(self) -> float | None:
+        return c.median(self.first) if self.first else None
 
 
 # ============================================================================ preparing the sides
@@ -194,19 +223,29 @@ def build_and_install(case: Case, spec: Path, timeout: float) -> Package:
     return Package(name, site / "bin" / name, site, out / "src" / module / "manifest.json", build.wall, install.wall)
 
 
-def our_sides(case: Case, spec: Path, pkg: Package | None) -> list[Side]:
+def our_sides(case: Case, spec: Path, pkg: Package | None, baseline: str | None = None) -> list[Side]:
     """The package's script, serve from the spec, serve from the package's Manifest (the spec side only
-    when the package could not be built)."""
+    when the package could not be built); with `baseline`, the package and spec sides on that checkout too."""
     serve = [*openapi2mcp_command(), "serve"]
     how = "--all-operations" if "--all-operations" in case.options else "--overlay F"
     from_spec = Side("spec", f"`serve SPEC {how}`", True,
                      [*serve, str(spec), *case.options, "--base-url", NOWHERE], clean_env())
+    # -P: `-m` would put the working directory (this checkout) before PYTHONPATH on sys.path
+    base_spec = Side("spec-base", f"`serve SPEC {how}` (baseline)", True,
+                     [sys.executable, "-P", "-m", "openapi2mcp", "serve", str(spec), *case.options,
+                      "--base-url", NOWHERE],
+                     clean_env(PYTHONPATH=baseline or ""))
     if pkg is None:
-        return [from_spec]
+        return [from_spec, *([base_spec] if baseline else [])]
+    package = Side("package", f"package script `{pkg.name}`", True, [str(pkg.script), "--base-url", NOWHERE],
+                   clean_env(PYTHONPATH=str(pkg.site)))
+    base_package = Side("package-base", f"package script `{pkg.name}` (baseline)", True, package.argv,
+                        clean_env(PYTHONPATH=os.pathsep.join([str(pkg.site), baseline or ""])))
     return [
-        Side("package", f"package script `{pkg.name}`", True, [str(pkg.script), "--base-url", NOWHERE],
-             clean_env(PYTHONPATH=str(pkg.site))),
+        package,
+        *([base_package] if baseline else []),
         from_spec,
+        *([base_spec] if baseline else []),
         Side("manifest", "`serve --manifest M`", True,
              [*serve, "--manifest", str(pkg.manifest), "--base-url", NOWHERE], clean_env()),
     ]
@@ -222,6 +261,11 @@ def fastmcp_sides(fm: c.FastMCPEnv, spec: Path) -> list[Side]:
         Side("fastmcp-json", "FastMCP `from_openapi`, `json_response=True`", False, [*argv, "--json-response"],
              env, transports=("http",), fallback_for="fastmcp"),
     ]
+
+
+def floor_side() -> Side:
+    return Side("floor", f'floor: `python -c "{FLOOR}"` (spawn to exit)', False, [sys.executable, "-c", FLOOR_CODE],
+                clean_env(), transports=("stdio",))
 
 
 def transport_argv(side: Side, transport: str, port: int | None = None) -> list[str]:
@@ -249,8 +293,10 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-async def stdio_once(argv: list[str], env: dict[str, str], mode: str, limit: float) -> tuple[float, float, int]:
-    """(seconds, peak RSS MB, tools): the SDK client launches the server and lists every page."""
+async def stdio_once(argv: list[str], env: dict[str, str], mode: str,
+                     limit: float) -> tuple[float, float, int, float, float]:
+    """(seconds, peak RSS MB, tools, seconds to the first page, server CPU seconds): the SDK client launches
+    the server and lists every page."""
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -260,16 +306,19 @@ async def stdio_once(argv: list[str], env: dict[str, str], mode: str, limit: flo
         started = time.perf_counter()
         try:
             async with asyncio.timeout(limit), Client(stdio_client(params, errlog=errlog), mode=mode) as client:
-                tools = await c.tool_pages(client)
+                page = await client.list_tools()
+                first = time.perf_counter() - started
+                tools = list(page.tools) + (await c.tool_pages(client, page.next_cursor) if page.next_cursor else [])
                 seconds = time.perf_counter() - started
                 spawned = [p for p in _children(os.getpid()) if p not in before]  # the server, still running
                 rss = c.vmhwm_mb(spawned[0]) if len(spawned) == 1 else float("nan")
+                cpu = c.cpu_seconds(spawned[0]) if len(spawned) == 1 else float("nan")
         except Exception as e:
             errlog.seek(0)
             tail = " | ".join(ln.strip() for ln in errlog.read().strip().splitlines()[-3:])
             leaf = c.exception_leaves(e)[0]
             raise RuntimeError(f"{type(leaf).__name__}: {leaf}" + (f" (stderr: {tail})" if tail else "")) from None
-    return seconds, rss, len(tools)
+    return seconds, rss, len(tools), first, cpu
 
 
 async def http_once(side: Side, mode: str, limit: float) -> tuple[float, float, int]:
@@ -283,9 +332,16 @@ async def http_once(side: Side, mode: str, limit: float) -> tuple[float, float, 
 def measure(slot: Slot, mode: str, limit: float, *, record: bool = True) -> None:
     """One cold start of the slot's side over its transport; a failure marks the slot failed for good."""
     side = slot.side
+    first = cpu = None
     try:
-        if slot.transport == "stdio":
-            seconds, rss, tools = asyncio.run(stdio_once(transport_argv(side, "stdio"), side.env, mode, limit))
+        if side.key == "floor":
+            run = c.run_child(side.argv, timeout=limit, env=side.env, result_file=True)
+            if not run.ok:
+                raise RuntimeError(run.error)
+            seconds, rss, tools, cpu = run.wall, run.result.get("hwm_kb", float("nan")) / 1024, 0, run.cpu
+        elif slot.transport == "stdio":
+            seconds, rss, tools, first, cpu = asyncio.run(stdio_once(transport_argv(side, "stdio"), side.env, mode,
+                                                                limit))
         else:
             seconds, rss, tools = asyncio.run(http_once(side, mode, limit))
     except Exception as e:
@@ -299,6 +355,10 @@ def measure(slot: Slot, mode: str, limit: float, *, record: bool = True) -> None
         slot.seconds.append(seconds)
         slot.rss.append(rss)
         slot.tools = tools
+        if first is not None:
+            slot.first.append(first)
+        if cpu is not None:
+            slot.cpu.append(cpu)
 
 
 # ============================================================================ the run
@@ -341,10 +401,12 @@ def plan(args: argparse.Namespace, fm: c.FastMCPEnv) -> list[Group]:
                 group.packages[case.key] = pkg
                 c.progress(f"  {pkg.name}: built in {pkg.build_s:.1f} s, installed in {pkg.install_s:.1f} s, "
                            f"manifest.json {c.fmt_bytes(pkg.manifest.stat().st_size)}")
-            sides = our_sides(case, group.spec, pkg)
+            sides = our_sides(case, group.spec, pkg, str(Path(args.baseline).resolve()) if args.baseline else None)
             group.slots += [Slot(case.key, side, t) for side in sides for t in args.transports if t in side.transports]
         group.slots += [Slot(group.cases[0].api, side, t) for side in fastmcp_sides(fm, group.spec)
                         for t in args.transports if t in side.transports]
+        if "stdio" in args.transports:
+            group.slots.append(Slot("floor", floor_side(), "stdio"))
     return list(groups.values())
 
 
@@ -376,7 +438,8 @@ def run(groups: list[Group], args: argparse.Namespace) -> None:
 
 def _ref(group: Group, transport: str) -> Slot | None:
     """FastMCP's slot to compare with: its defaults when they work, else its JSON-response fallback."""
-    theirs = [s for s in group.slots if not s.side.ours and s.transport == transport and s.seconds]
+    theirs = [s for s in group.slots if not s.side.ours and s.side.key != "floor" and s.transport == transport
+              and s.seconds]
     return theirs[0] if theirs else None
 
 
@@ -391,10 +454,13 @@ def report(groups: list[Group], fm: c.FastMCPEnv, args: argparse.Namespace) -> s
         head += [f"{t} cold start", f"{t} peak RSS"]
     names = "/".join(transports)
     head += [f"time ratio ({names})", f"RSS ratio ({names})"]
+    if "stdio" in transports:
+        head += ["stdio first page", "stdio server CPU", "floor ratio (stdio wall / CPU)"]
     rows: list[list[Any]] = []
     footnotes: list[str] = []
     for group in groups:
         refs = {t: _ref(group, t) for t in transports}
+        floor = next((s for s in group.slots if s.side.key == "floor" and s.seconds), None)
         by_side: dict[tuple[str, str], dict[str, Slot]] = {}
         for slot in group.slots:
             by_side.setdefault((slot.case, slot.side.key), {})[slot.transport] = slot
@@ -404,7 +470,7 @@ def report(groups: list[Group], fm: c.FastMCPEnv, args: argparse.Namespace) -> s
             if side.fallback_for and not any(s.seconds or s.error for s in slots.values()):
                 continue
             case = next((k for k in group.cases if k.key == case_key), None) if side.ours else None
-            spec = case.label if case else group.cases[0].api
+            spec = case.label if case else ("any" if side.key == "floor" else group.cases[0].api)
             row: list[Any] = [spec, side.label, max((s.tools for s in slots.values()), default=0) or ""]
             times, sizes = [], []
             for t in transports:
@@ -423,7 +489,17 @@ def report(groups: list[Group], fm: c.FastMCPEnv, args: argparse.Namespace) -> s
                 ok = side.ours and ref is not None and cell.seconds
                 times.append(c.ratio(cell.time(), ref.time()) if ok and ref else "")
                 sizes.append(c.ratio(cell.peak(), ref.peak()) if ok and ref else "")
-            rows.append([*row, _pair(times), _pair(sizes)])
+            row += [_pair(times), _pair(sizes)]
+            if "stdio" in transports:
+                stdio = slots.get("stdio")
+                first_page = stdio.first_page() if stdio else None
+                cpu = stdio.cpu_time() if stdio else None
+                versus = side.ours and floor is not None and stdio is not None and bool(stdio.seconds)
+                row += [c.fmt_s(first_page) if first_page is not None else "",
+                        c.fmt_s(cpu) if cpu is not None else "",
+                        _pair([c.ratio(stdio.time(), floor.time()),
+                               c.ratio(cpu, floor.cpu_time())]) if versus and stdio and floor else ""]
+            rows.append(row)
     out = [f"\ncold start: process start -> complete tools/list (all pages) at a fresh mcp SDK client "
            f"({'2025-11-25 handshake' if args.mode == 'legacy' else 'mode ' + args.mode}); "
            f"median of {args.repeat or '5 (examples) / 3 (GitHub)'} runs; {c.machine_line()}; {fm.note}",
@@ -461,6 +537,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="runs per side and transport (median; default 5 for the examples, 3 for GitHub)")
     parser.add_argument("--timeout", type=float, default=120,
                         help="seconds for one cold start (default 120; at least 600 for GitHub)")
+    parser.add_argument("--baseline", metavar="DIR",
+                        help="also run the package and `serve SPEC` on the openapi2mcp of this checkout")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     parser.add_argument("--json", metavar="FILE", help="also write the raw measurements as JSON")
     c.add_fastmcp_options(parser)

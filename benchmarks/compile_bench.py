@@ -11,10 +11,15 @@ so interpreter start and imports count; peak memory = the child's ru_maxrss):
   ours CLI       `python -m openapi2mcp inspect SPEC --all-operations --json > /dev/null`
   FastMCP        load the file (json / C YAML), FastMCP.from_openapi(openapi_spec=dict,
                  client=httpx2 client), await list_tools(), every tool's MCP wire form as JSON
+  floor          load the file the same way and resolve its external refs with prance's
+                 RefResolver: the least any converter that follows refs does (no tools)
 
-Ratios are ours/FastMCP (< 1: we are faster / smaller). The goal of issue 2 is <= 0.5 for both.
-Specs: GitHub, Stripe, Kubernetes; --all adds OpenAI and DigitalOcean. Corpus: $OPENAPI2MCP_CORPUS
-or ../shared/corpus.
+Ratios are ours/FastMCP (< 1: we are faster / smaller; the goal of issue 2 is <= 0.5 for both)
+and ours/floor (issue 15: <= 2 on GitHub). Specs: GitHub, Stripe, Kubernetes; --all adds OpenAI
+and DigitalOcean; `--spec graph` is Microsoft Graph v1.0 (11,422 operations, fetched once from
+APIs-guru's npm package into .cache/bench/apis-guru). `--baseline DIR` adds "ours" on another
+checkout's openapi2mcp (e.g. `git archive main | tar -x -C /tmp/before`), interleaved with the
+other sides: before and after in one run. Corpus: $OPENAPI2MCP_CORPUS or ../shared/corpus.
 """
 
 from __future__ import annotations
@@ -45,7 +50,10 @@ SIDES = {
     "runtime": Side("runtime", "ours+runtime", True),
     "cli": Side("cli", "ours CLI inspect", True),
     "fastmcp": Side("fastmcp", "FastMCP", False),
+    "floor": Side("floor", "floor: json + prance resolve", False),
+    "baseline": Side("baseline", "ours, --baseline checkout", False),
 }
+BASELINE: dict[str, str] = {}  # the --baseline checkout's folder, when given
 
 
 def run_once(side: Side, spec: Path, fm: c.FastMCPEnv, timeout: float, extra: list[str] | None = None) -> c.Run:
@@ -60,6 +68,13 @@ def run_once(side: Side, spec: Path, fm: c.FastMCPEnv, timeout: float, extra: li
         assert fm.python is not None
         argv = [fm.python, str(CHILD), "fastmcp", str(spec), *(extra or [])]
         return c.run_child(argv, timeout=timeout, env=c.fastmcp_env_vars(), result_file=True)
+    if side.key == "floor":
+        return c.run_child([sys.executable, str(CHILD), "floor", str(spec)], timeout=timeout, env=c.our_env(),
+                           result_file=True)
+    if side.key == "baseline":
+        env = {**c.our_env(), "PYTHONPATH": BASELINE["dir"]}
+        return c.run_child([sys.executable, str(CHILD), "ours-compile", str(spec)], timeout=timeout, env=env,
+                           result_file=True)
     mode = "ours-runtime" if side.key == "runtime" else "ours-compile"
     argv = [sys.executable, str(CHILD), mode, str(spec), *(extra or [])]
     return c.run_child(argv, timeout=timeout, env=c.our_env(), result_file=True)
@@ -123,10 +138,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spec", action="append", metavar="NAME",
                         help=f"one of {[s.key for s in c.SPECS]} (repeatable; default: github stripe kubernetes)")
     parser.add_argument("--all", action="store_true", help="also OpenAI and DigitalOcean")
-    parser.add_argument("--sides", default="ours,runtime,cli,fastmcp",
-                        help="comma-separated subset of ours,runtime,cli,fastmcp")
+    parser.add_argument("--sides", default="ours,runtime,cli,fastmcp,floor",
+                        help="comma-separated subset of ours,runtime,cli,fastmcp,floor")
+    parser.add_argument("--baseline", metavar="DIR", help="also measure `ours` with the openapi2mcp of this checkout")
     c.common_options(parser)
     args = parser.parse_args(argv)
+    if args.baseline:
+        BASELINE["dir"] = str(Path(args.baseline).resolve())
+        args.sides += ",baseline"
     fm = c.fastmcp_env(args)
     wanted = [k.strip() for k in args.sides.split(",") if k.strip()]
     sides = [SIDES[k] for k in wanted if k in SIDES and (k != "fastmcp" or fm.available)]
@@ -151,7 +170,8 @@ def report(specs: list[tuple[c.Spec, Path]], results: dict[str, dict[str, Cell]]
            fm: c.FastMCPEnv, args: argparse.Namespace) -> str:
     out = [f"\nspec file -> listed tools, {c.machine_line()}",
            f"median of {args.repeat} fresh processes; wall = spawn to exit, CPU = user + system time of the "
-           f"process, peak RSS = its ru_maxrss; ratio = ours / FastMCP; FastMCP: {fm.note}\n"]
+           f"process, peak RSS = its ru_maxrss; ratio = ours / FastMCP, floor ratio = ours / floor; "
+           f"FastMCP: {fm.note}\n"]
     rows = []
     notes: list[str] = []
 
@@ -163,22 +183,25 @@ def report(specs: list[tuple[c.Spec, Path]], results: dict[str, dict[str, Cell]]
     for spec, _ in specs:
         cells = results[spec.key]
         theirs = cells.get("fastmcp")
+        base = cells.get("floor")
         for side in sides:
             cell = cells[side.key]
             wall, cpu, rss = cell.wall(), cell.cpu(), cell.rss()
             versus = side.ours and theirs is not None and theirs.ok
             rows.append([
                 spec.label, side.label,
-                cell.value("tools") if cell.value("tools") is not None else "",
+                cell.value("tools") if cell.value("tools") is not None and side.key != "floor" else "",
                 c.fmt_bytes(cell.value("bytes")) if cell.value("bytes") else "",
                 c.fmt_s(wall), c.fmt_s(cpu), c.fmt_mb(rss),
                 c.ratio(wall, theirs.wall()) if versus and theirs else "",
                 c.ratio(cpu, theirs.cpu()) if versus and theirs else "",
                 c.ratio(rss, theirs.rss()) if versus and theirs else "",
+                c.ratio(wall, base.wall()) if side.ours and base and base.ok else "",
+                c.ratio(cpu, base.cpu()) if side.ours and base and base.ok else "",
                 "ok" if not cell.failed else f"fails [{note(cell.failed[:200])}]",
             ])
     out.append(c.table(["spec", "side", "tools", "tools/list", "wall", "CPU", "peak RSS", "wall ratio", "CPU ratio",
-                        "RSS ratio", "status"], rows, markdown=args.markdown))
+                        "RSS ratio", "floor wall ratio", "floor CPU ratio", "status"], rows, markdown=args.markdown))
     out += [f"  [{i}] {text}" for i, text in enumerate(notes, 1)]
     phase_rows = []
     for spec, _ in specs:

@@ -11,7 +11,6 @@ This module is shared by both halves of the pipeline, so it imports nothing heav
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 from enum import StrEnum
 
@@ -98,6 +97,8 @@ class SpecWarning(Problem):
 def did_you_mean(name: str, candidates: Iterable[str], *, n: int = 1) -> str | None:
     """'did you mean ...?' for a misspelt name, or None when nothing is close."""
     pool = list(candidates)
+    import difflib  # only when a name is wrong: not at every start-up
+
     close = difflib.get_close_matches(name, pool, n=n, cutoff=0.6)
     if not close:
         lowered = {c.lower(): c for c in pool}

@@ -217,10 +217,13 @@ async def test_a_dropped_json_answer_at_2026_07_28_still_gets_the_calls_line(up:
     although nobody reads the answer, and its line says what happened (the link was created)."""
     audit = tmp_path / "audit.jsonl"
     up.fault(operation="createDownloadLink", kind="delay", delay=3)
+    # a link of its own: the upstream still finishes the earlier tests' cancelled creates of LINK (after their
+    # 60 s delay), and an existing link is answered 200, not 201
+    link = {**LINK, "expiresAt": days_ahead(29)}
     with HttpServer.start([str(SPEC), "--overlay", str(overlay), "--audit-log", str(audit)], log_dir=tmp_path,
                           env=env_for(up)) as server:
         async with Client(server.url, mode="auto") as client:
-            await cancel_once_sent(up, lambda: client.call_tool("links_create", LINK), "createDownloadLink")
+            await cancel_once_sent(up, lambda: client.call_tool("links_create", link), "createDownloadLink")
             await wait_for(lambda: bool(result_lines(audit)), "the result line")
     [line] = result_lines(audit)
     assert (line["tool"], line["outcome"], line["requests"][0]["status"]) == ("links_create", "ok", 201)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -526,6 +527,26 @@ def test_manifest_hash_ignores_default_values() -> None:
     data["tools"][-1]["links"] = []  # ... but spelling one out changes nothing
     data["upstream"]["verify_tls"] = True
     assert Manifest.from_json(json.dumps(data)).content_hash == m.content_hash
+
+
+def test_manifest_hash_is_the_canonical_json_of_the_model_dump() -> None:
+    """The fast hash (schemas as they are, the parsed file on load) is the digest of the pydantic dump."""
+    from openapi2mcp.manifest.model import _canonical_chunks
+
+    for name in ("petstore", "notes", "market"):
+        m = compile_example(name).manifest
+        full = hashlib.sha256("".join(_canonical_chunks(m._dumped_payload(), 0)).encode()).hexdigest()
+        assert m.content_hash == "sha256:" + full
+        assert m.payload() == m._dumped_payload()
+        assert Manifest.from_json(m.to_json()).content_hash == m.content_hash
+
+
+def test_compiling_and_loading_leave_the_garbage_collector_on() -> None:
+    import gc
+
+    assert gc.isenabled()
+    Manifest.from_json(compile_example("notes").manifest.to_json())
+    assert gc.isenabled()
 
 
 def test_manifest_loading_does_not_import_the_compiler() -> None:

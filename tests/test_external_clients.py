@@ -153,7 +153,10 @@ def inspector(node: NodeTools, node_home: Path) -> Iterator[InspectorSetup]:
                 "--base-url",
                 setup.upstreams[example].base_url,
             ]
-            args = ["--cli", "--format", "json", "--cwd", str(ROOT), "-e", secrets[example], *server, *method]
+            # --connect-timeout: the server's start (a Python process) may take more than the Inspector's 15 s
+            # on a loaded 2-core machine; the run's own timeout below still bounds it
+            args = ["--cli", "--format", "json", "--connect-timeout", "90000", "--cwd", str(ROOT), "-e",
+                    secrets[example], *server, *method]
             proc = node.npx(node.inspector_dir, ["mcp-inspector", *args], home=node_home, timeout=120)
             return InspectorRun(args, proc.returncode, proc.stdout, proc.stderr)
 

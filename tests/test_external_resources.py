@@ -47,7 +47,8 @@ def server(tools: NodeTools, notes: Upstream, tmp_path_factory: pytest.TempPathF
 
 def inspector(tools: NodeTools, home: Path, target: list[str], *args: str) -> tuple[int, Any, str]:
     """Run `mcp-inspector --cli TARGET ARGS --format json -q`; (exit status, parsed JSON, stderr)."""
-    proc = tools.npx(tools.inspector_dir, ["mcp-inspector", "--cli", "--cwd", str(ROOT), "--format", "json", "-q",
+    proc = tools.npx(tools.inspector_dir, ["mcp-inspector", "--cli", "--connect-timeout", "90000", "--cwd", str(ROOT),
+                                           "--format", "json", "-q",
                                            *target, *args], home=home)
     text = proc.stdout.strip() or proc.stderr.strip()
     try:

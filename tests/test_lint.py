@@ -23,7 +23,7 @@ import yaml
 from typer.testing import CliRunner
 
 from openapi2mcp.authoring import PROFILES, RULES, LintOptions, LintReport, load_project, run_lint, to_sarif
-from openapi2mcp.authoring.clients import schema_refusals
+from openapi2mcp.authoring.clients import collisions, schema_refusals
 from openapi2mcp.cli.app import app
 from tests.local import EXAMPLES, ROOT
 
@@ -106,7 +106,7 @@ EXAMPLE_OVERLAYS = sorted(EXAMPLES.glob("*/overlay*.yaml"))
 
 @pytest.mark.parametrize("overlay", EXAMPLE_OVERLAYS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_the_example_overlays_pass(overlay: Path) -> None:
-    profiles = tuple(p for p in PROFILES if p != "gemini")
+    profiles = tuple(p for p in PROFILES if p != "gemini-api")
     report = lint(overlay.parent / "openapi.yaml", overlay, clients=profiles)
     assert report.active == [], "\n".join(f"{f.where} {f.rule.id} {f.message}" for f in report.active)
     for f in report.findings:  # what is suppressed says why
@@ -115,9 +115,9 @@ def test_the_example_overlays_pass(overlay: Path) -> None:
 
 def test_the_curated_github_overlay_passes(corpus: Path) -> None:
     spec = corpus / "github" / "api.github.com.json"
-    report = lint(spec, ROOT / "overlays" / "github.yaml", clients=tuple(p for p in PROFILES if p != "gemini"))
+    report = lint(spec, ROOT / "overlays" / "github.yaml", clients=tuple(p for p in PROFILES if p != "gemini-api"))
     assert report.active == [], "\n".join(f"{f.where} {f.rule.id} {f.message}" for f in report.active)
-    gemini = lint(spec, ROOT / "overlays" / "github.yaml", clients=("gemini",))
+    gemini = lint(spec, ROOT / "overlays" / "github.yaml", clients=("gemini-api",))
     assert {f.rule.id for f in gemini.active} <= {"O2M204", "O2M205"}  # docs/authoring.md: Gemini's subset
 
 
@@ -167,7 +167,8 @@ REFUSED = {
     "openai": {("O2M201", "items.get"), ("O2M203", "stock_lookup")},
     "cursor": {("O2M201", "items.get"), ("O2M201", "stock_levels_for_every_warehouse_and_region")},
     "vscode": {("O2M202", "items_get")},
-    "gemini": {("O2M204", "stock_levels_for_every_warehouse_and_region"),
+    "gemini": set(),
+    "gemini-api": {("O2M204", "stock_levels_for_every_warehouse_and_region"),
                ("O2M205", "stock_levels_for_every_warehouse_and_region")},
 }
 
@@ -185,7 +186,7 @@ def test_each_client_refuses_what_it_refuses(client: str) -> None:
         assert "67 characters" in long.message
     if client == "cursor":
         assert any("60 characters" in f.message for f in report.active)
-    if client == "gemini":
+    if client == "gemini-api":
         messages = " ".join(f.message for f in report.active)
         assert "'X-Trace-Id'" in messages and "format 'date'" in messages
         assert "additionalProperties" not in messages  # Gemini CLI strips it before sending
@@ -217,8 +218,25 @@ def test_vscode_omits_a_tool_whose_schema_is_not_json_schema() -> None:
     assert list(schema_refusals(vscode, {"type": "object", "properties": {"x": {"type": "string"}}}, "t")) == []
 
 
-def test_gemini_takes_its_subset_only() -> None:
+def test_gemini_cli_names_and_cuts_like_gemini_cli() -> None:
     gemini = PROFILES["gemini"]
+    assert gemini.rename is not None
+    assert gemini.rename("github", "list_repos") == "mcp_github_list_repos"  # gemini-cli mcp-tool.test.ts
+    assert gemini.rename("srv", "namespace:tool") == "mcp_srv_namespace:tool"
+    long = gemini.rename("s", "x" * 80)
+    assert len(long) == 63 and long == "mcp_s_" + "x" * 24 + "..." + "x" * 30
+    # two long names that differ only in the middle become one name: lint says so
+    a, b = (f"orders_for_the_warehouse_{side}_list_everything_for_the_region" for side in ("north", "south"))
+    assert [r.kind for r in collisions(gemini, "shop", [a, b])] == ["collision"]
+    # Gemini CLI sends the schema as parametersJsonSchema: JSON Schema as written, nullable type lists included
+    ok = {"type": "object", "properties": {"a": {"type": ["string", "null"], "format": "uuid", "examples": ["x"]}}}
+    assert list(schema_refusals(gemini, ok, "t")) == []
+    assert [r.kind for r in schema_refusals(gemini, {"type": "object", "properties": {"a": {"type": 3}}}, "t")] == [
+        "meta_schema"]
+
+
+def test_gemini_api_takes_its_subset_only() -> None:
+    gemini = PROFILES["gemini-api"]
     schema = {"type": "object", "additionalProperties": False, "properties": {
         "a": {"type": ["string", "null"]}, "b": {"type": "integer", "enum": [1, 2]}, "c": {"const": "x"},
         "d": {"type": "string", "format": "date-time", "nullable": True}, "e": {"type": "string", "format": "uri"},

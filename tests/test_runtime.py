@@ -36,6 +36,7 @@ from openapi2mcp.manifest import (
 from openapi2mcp.result import error_of
 from openapi2mcp.runtime import HttpOptions, Runtime, RuntimeOptions, http_app, transport_security
 from openapi2mcp.upstream import ConfigError
+from tests.helpers import compile_example
 from tests.runtime_upstream import (
     fixed,
     free_port,
@@ -554,6 +555,32 @@ async def test_stdio_client(upstream: str, tmp_path: Path, mode: str, protocol: 
     drift = "tool get_pet_drifting: the upstream's response does not match its documented schema at id"
     assert logs.count(drift) == 1, logs  # a warning the first time, not on every call
     assert CANARY not in logs
+
+
+LAZY_START = (
+    "import asyncio, json, sys\n"
+    "from openapi2mcp.manifest import Manifest\n"
+    "from openapi2mcp.runtime import Runtime, RuntimeOptions, serve_stdio\n"
+    "env = {'OPENAPI2MCP_BASE_URL': 'http://127.0.0.1:9'}\n"
+    "runtime = Runtime(Manifest.read(sys.argv[1]), RuntimeOptions(environ=env, require_secrets=False))\n"
+    "listed = runtime.list_tools()\n"
+    "before = sorted({m.split('.')[0] for m in sys.modules} & {'jsonschema', 'difflib', 'prance'})\n"
+    "result = asyncio.run(runtime.call('pets_get', {'petId': {'not': 'an id'}}))\n"
+    "print(json.dumps({'tools': len(listed.tools), 'before': before, 'after': 'jsonschema' in sys.modules,\n"
+    "                  'error': result.is_error, 'text': result.content[0].text}))\n"
+)
+
+
+def test_start_up_loads_no_validator_until_a_call_needs_one(tmp_path: Path) -> None:
+    """jsonschema (and its format checkers) load with the first call, not to list tools; the call is still checked."""
+    path = tmp_path / "manifest.json"
+    path.write_text(compile_example("petstore").manifest.to_json())
+    out = subprocess.run([sys.executable, "-c", LAZY_START, str(path)], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=str(ROOT), timeout=120)
+    report = json.loads(out.stdout)
+    assert report["tools"] > 0 and report["before"] == []
+    assert report["after"] is True and report["error"] is True  # the validator ran on the call
+    assert "ARGUMENT_INVALID" in report["text"] and "petId" in report["text"]
 
 
 @pytest.mark.anyio

@@ -28,7 +28,8 @@ from openapi2mcp.upstream.request import (
     query_pairs,
     render_path,
 )
-from tests.helpers import compile_example
+from tests.helpers import compile_example, compile_text
+from tests.helpers import tool as compiled_tool
 from tests.runtime_upstream import (
     PNG,
     fixed,
@@ -852,3 +853,38 @@ async def test_integral_floats_are_sent_as_integers(upstream: str) -> None:
     """JSON Schema counts 1e3 as an integer, so it passes `type: integer`; `?page=1e%2B3` would not parse."""
     m = manifest(upstream, tool("t", op("GET", "/echo", q("page"), q("ratio"))))
     assert seen(await call(m, "t", {"page": 1e3, "ratio": 0.5}))["query"] == "page=1000&ratio=0.5"
+
+
+@pytest.mark.anyio
+async def test_whole_bodies_of_bytes_are_base64_and_structured_octet_bodies_json(upstream: str, tmp_path: Any) -> None:
+    """From a spec, as compiled: the model cannot send raw bytes, so a file body is base64 in its argument (and
+    says so in its schema) in any binary media type, or wherever the schema says `format: binary`; an object body
+    that a spec declares as `application/octet-stream` (Docker's do) is its JSON, not an unusable tool."""
+
+    def post(op_id: str, media: str, schema: dict[str, Any]) -> dict[str, Any]:
+        body = {"required": True, "content": {media: {"schema": schema}}}
+        return {"post": {"operationId": op_id, "requestBody": body, "responses": {"200": {"description": "ok"}}}}
+
+    spec = {"openapi": "3.0.3", "info": {"title": "Bodies", "version": "1"}, "servers": [{"url": upstream}],
+            "paths": {"/echo": post("image", "image/png", {"type": "string", "description": "The picture"}),
+                      "/echo/a": post("notes", "text/plain", {"type": "string", "format": "binary"}),
+                      "/echo/b": post("connect", "application/octet-stream", {"type": "object", "required": [
+                          "Container"], "properties": {"Container": {"type": "string"}}}),
+                      "/echo/c": post("text", "text/plain", {"type": "string"})}}
+    compiled = compile_text(tmp_path, spec, all_operations=True)
+    m = compiled.manifest
+    image = compiled_tool(compiled, "image").input_schema["properties"]["body"]
+    assert image["contentEncoding"] == "base64" and image["contentMediaType"] == "image/png"
+    assert image["description"] == "The picture. The content (image/png), base64-encoded."
+    got = seen(await call(m, "image", {"body": base64.b64encode(PNG).decode()}))
+    assert base64.b64decode(got["body_b64"]) == PNG and got["headers"]["content-type"] == "image/png"
+    got = seen(await call(m, "notes", {"body": base64.b64encode(b"\x00raw").decode()}))
+    assert base64.b64decode(got["body_b64"]) == b"\x00raw"
+    bad = error(await call(m, "image", {"body": "not base64!"}))
+    assert bad["code"] == "ARGUMENT_INVALID" and bad["field"] == "body"
+    got = seen(await call(m, "connect", {"Container": "abc"}))
+    assert json.loads(got["body"]) == {"Container": "abc"}
+    assert got["headers"]["content-type"] == "application/octet-stream"
+    text = compiled_tool(compiled, "text").input_schema["properties"]["body"]
+    assert "contentEncoding" not in text  # text stays text
+    assert seen(await call(m, "text", {"body": "plain words"}))["body"] == "plain words"

@@ -18,7 +18,7 @@ import jsonschema
 from openapi2mcp.compiler import CLAUDE_CODE_LIMIT, CLIENT_NAME_PATTERN, claude_code_name
 
 _NOT_VSCODE = re.compile(r"[^a-z0-9_-]", re.I)
-_NOT_GEMINI = re.compile(r"[^A-Za-z0-9_.-]")
+_NOT_GEMINI = re.compile(r"[^A-Za-z0-9_.:-]")
 
 
 def _vscode_id(server: str, tool: str) -> str:
@@ -29,9 +29,12 @@ def _vscode_id(server: str, tool: str) -> str:
 
 
 def _gemini_cli_name(server: str, tool: str) -> str:
-    """Gemini CLI's name of an MCP tool: other characters as `_`, past 63 the middle cut out as `___`."""
-    name = _NOT_GEMINI.sub("_", tool)
-    return name if len(name) <= 63 else name[:28] + "___" + name[-32:]
+    """Gemini CLI's name of an MCP tool (mcp-tool.ts `generateValidName`): `mcp_<server>_<tool>`, other characters
+    as `_`, a leading `_` if it starts with neither a letter nor `_`, past 63 the middle cut out as `...`."""
+    name = _NOT_GEMINI.sub("_", f"mcp_{server}_{tool}")
+    if not re.match(r"[A-Za-z_]", name):
+        name = "_" + name
+    return name if len(name) <= 63 else name[:30] + "..." + name[-30:]
 
 
 def _cursor_name(server: str, tool: str) -> str:
@@ -106,10 +109,15 @@ PROFILES: dict[str, ClientProfile] = {p.key: p for p in (
         refusal="omits the tool (\"has tools with invalid parameters which will be omitted\")",
     ),
     ClientProfile(
-        "gemini", "Gemini (function declarations; Gemini CLI)",
+        "gemini", "Gemini CLI",
+        rename=_gemini_cli_name, meta_schema=jsonschema.Draft202012Validator,
+        refusal="drops the tool (\"Error discovering tool\") or fails the request",
+    ),
+    ClientProfile(
+        "gemini-api", "Gemini API `parameters` (the OpenAPI subset)",
         name_pattern=r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$",
         name_rule="starts with a letter or _, then up to 63 of a-z A-Z 0-9 _ . : -",
-        rename=_gemini_cli_name, keywords=GEMINI_KEYWORDS, stripped=frozenset({"$schema", "additionalProperties"}),
+        keywords=GEMINI_KEYWORDS, stripped=frozenset({"$schema", "additionalProperties"}),
         string_formats=GEMINI_STRING_FORMATS, typed_properties=True, string_enums=True, single_type=True,
         arg_pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$", refusal="rejects the request (Invalid JSON payload)",
     ),

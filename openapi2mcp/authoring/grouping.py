@@ -49,6 +49,14 @@ COLLECTION_VERBS = frozenset({
     "merge", "reset", "rotate", "refresh", "login", "logout", "register", "subscribe", "unsubscribe", "invite",
     "transfer", "pay", "refund", "capture", "confirm", "close", "open", "lock", "unlock", "enable", "disable",
 })
+# the first word of an RPC method that changes something: Slack's spec declares `GET /views.publish`, and a GET
+# named so is drafted as the write it is (a read would be listed read-only and retried)
+WRITE_VERBS = COLLECTION_VERBS | frozenset({
+    "create", "add", "update", "set", "delete", "remove", "push", "post", "put", "patch", "write", "send", "rename",
+    "join", "leave", "kick", "end", "mark", "pin", "unpin", "star", "unstar", "share", "schedule", "submit",
+    "complete", "assign", "unassign", "install", "uninstall", "revoke", "grant", "deny", "reject", "upsert",
+    "insert", "save", "unarchive", "destroy", "purge", "wipe", "terminate", "kill", "ban", "restrict", "react",
+})
 NON_TASK_METHODS = frozenset({"HEAD", "OPTIONS", "TRACE"})
 NAME_LIMIT = 40  # characters of the resource part of a tool name (`_manage` and a server name still fit 64)
 
@@ -118,9 +126,11 @@ def place(op: Op, index: PathIndex, doc: SpecDoc) -> Placed:
             statics, verb = (*statics[:-1], *parts[:-1]), parts[-1]
     method = op.method
     if verb is not None:
-        read = method == "GET" or bool(set(split_words(verb)[:1]) & READ_VERBS)
-        return Placed(op, statics, snake(verb) or "call", read, f"the method {verb!r} of the path",
-                      listing=read and looks_like_list(op, doc))
+        first = set(split_words(verb)[:1])
+        says_write = method == "GET" and bool(first & WRITE_VERBS) and not first & READ_VERBS
+        read = (method == "GET" and not says_write) or bool(first & READ_VERBS)
+        why = f"the method {verb!r} of the path" + (", a GET whose name says it writes" if says_write else "")
+        return Placed(op, statics, snake(verb) or "call", read, why, listing=read and looks_like_list(op, doc))
     if ends_param:
         kind = {"GET": "get", "PATCH": "update", "DELETE": "delete"}.get(method)
         if method == "PUT":

@@ -7,9 +7,11 @@
   relative server resolved against a spec fetched by URL), as the default of `${NAME_URL:-...}`;
   a relative server read from a file has no default, so the variable must be set.
 * Credentials come from the security scheme the spec asks for first (its global `security`, then
-  the order of `securitySchemes`): http bearer, oauth2 and openIdConnect -> `bearer` with
-  `${NAME_TOKEN}`; http basic -> `basic` with `${NAME_USERNAME}` / `${NAME_PASSWORD}`; apiKey ->
-  `header` / `query` / `cookie` with its name and `${NAME_API_KEY}`. When the spec lets some
+  the order of `securitySchemes`): an oauth2 clientCredentials flow -> `oauth2_client_credentials`
+  with `${NAME_CLIENT_ID}` / `${NAME_CLIENT_SECRET}` (token URL and scopes from the flow); http
+  bearer, other oauth2 flows and openIdConnect -> `bearer` with `${NAME_TOKEN}`; http basic ->
+  `basic` with `${NAME_USERNAME}` / `${NAME_PASSWORD}`; apiKey -> `header` / `query` / `cookie`
+  with its name and `${NAME_API_KEY}`. When the spec lets some
   call go without credentials (`security: []`, `{}`), the templates get an empty default
   (`${NAME_TOKEN:-}`): unset, nothing is sent. No scheme at all: no `auth` (the compiler then
   takes `$OPENAPI2MCP_TOKEN` or user name and password, whichever is set).
@@ -112,6 +114,15 @@ def _auth(document: dict[str, Any], var: str, ops: list[Op]) -> tuple[dict[str, 
             continue
         kind = scheme.get("type")
         http = str(scheme.get("scheme", "")).lower()
+        flows = scheme.get("flows") if kind == "oauth2" and isinstance(scheme.get("flows"), dict) else {}
+        assert isinstance(flows, dict)
+        if isinstance(flows.get("clientCredentials"), dict) and flows["clientCredentials"].get("tokenUrl"):
+            # the server gets (and renews) its own token; token_url and scopes default to the flow's
+            return ({"type": "oauth2_client_credentials", "client_id": "${" + var + "_CLIENT_ID" + tail,
+                     "client_secret": "${" + var + "_CLIENT_SECRET" + tail},
+                    f"security scheme {name!r} (oauth2 clientCredentials): a token from "
+                    f"{flows['clientCredentials']['tokenUrl']}, renewed before it expires; token_url and scopes "
+                    f"default to the flow's{also}{why_optional}")
         if (kind == "http" and http == "bearer") or kind in ("oauth2", "openIdConnect"):
             what = "an access token" if kind != "http" else "a bearer token"
             return ({"type": "bearer", "value": "${" + var + "_TOKEN" + tail},

@@ -44,7 +44,7 @@ from typing import Any, Final, Literal
 
 from openapi2mcp import __version__
 from openapi2mcp.errors import InputError
-from openapi2mcp.manifest import VARIABLE, Manifest
+from openapi2mcp.manifest import VARIABLE, AuthSpec, Manifest
 from openapi2mcp.build.registry import LABEL, check_remote, image_reference, registry_name, server_json
 from openapi2mcp.build.runtime_dist import RUNTIME, RUNTIME_EXTRAS, build_runtime_wheel, check_runtime_wheel
 from openapi2mcp.serving import options_markdown
@@ -127,6 +127,11 @@ def environment_variables(manifest: Manifest) -> list[EnvVar]:
         (auth.value, f"upstream auth ({auth.type}{' ' + auth.name if auth.name else ''})", True),
         (auth.username, "upstream auth (basic user name)", False),
         (auth.password, "upstream auth (basic password)", True),
+        (auth.token_url, f"upstream auth ({auth.type} token endpoint)", False),
+        (auth.client_id, f"upstream auth ({auth.type} client id)", False),
+        (auth.client_secret, f"upstream auth ({auth.type} client secret)", True),
+        (auth.audience, f"upstream auth ({auth.type} audience)", False),
+        (auth.resource, f"upstream auth ({auth.type} resource)", False),
     ]
     # secret exactly when the runtime treats the header as one (upstream.resolve_settings)
     templates += [(v, f"upstream header {k}", bool(SECRET_HEADER.search(k))) for k, v in sorted(up.headers.items())]
@@ -518,11 +523,28 @@ def _readme(plan: _Plan, env_vars: list[EnvVar]) -> str:
         "runtime_requirement": plan.runtime_requirement,
         "state": _fill(_template("README-redis.md.tmpl" if plan.redis else "README-state.md.tmpl"), {
             "name": plan.name, "with_redis": "" if plan.redis else " --with redis"}),
+        "upstream_auth": _upstream_auth_note(m.upstream.auth),
         "anonymous": ("" if not plan.mcp_name.startswith("io.modelcontextprotocol.anonymous/") else
                       "\nThis build has no `--mcp-name`, so it is listed under the registry's anonymous test "
                       "namespace, which only a local or test registry accepts: rebuild with your own name first.\n"),
     }
     return _fill(_template("README.md.tmpl"), values)
+
+
+def _upstream_auth_note(auth: AuthSpec) -> str:
+    """What the package README says about an upstream credential obtained while serving ("" for others)."""
+    if auth.type == "oauth2_client_credentials":
+        return (f"\nThe upstream credential is an OAuth 2.0 client-credentials token from `{auth.token_url}`"
+                f"{' (scopes ' + ' '.join(auth.scopes) + ')' if auth.scopes else ''}, requested on the first call and "
+                "renewed before it expires; the client id and secret come from the variables above "
+                "(docs/access.md, \"Upstream credentials\").\n")
+    if auth.per_caller:
+        how = (f"each caller's own bearer token, when its `aud` holds `{auth.audience}`" if auth.type == "forward"
+               else f"a token exchanged (RFC 8693) at `{auth.token_url}` for each caller's bearer token")
+        return (f"\nThe upstream is called with {how}: serve it over HTTP with JWT auth (`OPENAPI2MCP_JWKS_URL`, "
+                "`OPENAPI2MCP_ISSUER`, `OPENAPI2MCP_AUDIENCE`); it refuses to start otherwise, and over stdio "
+                "(docs/access.md, \"Upstream credentials\").\n")
+    return ""
 
 
 def _yaml(header: str, doc: dict[str, Any]) -> str:

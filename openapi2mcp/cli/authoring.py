@@ -91,6 +91,7 @@ class Client(StrEnum):
     cursor = "cursor"
     vscode = "vscode"
     gemini = "gemini"
+    gemini_api = "gemini-api"
     all = "all"
 
 

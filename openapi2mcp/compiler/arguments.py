@@ -16,11 +16,9 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-import jsonschema
-
 from openapi2mcp.compiler import bodypath
 from openapi2mcp.compiler.bodypath import PathError
-from openapi2mcp.compiler.media import is_json, pick_media
+from openapi2mcp.compiler.media import is_json, pick_media, sends_bytes
 from openapi2mcp.compiler.model import Arg, Context, Operation, RequestBody
 from openapi2mcp.compiler.responses import accept_header, success_statuses
 from openapi2mcp.compiler.schemas import SchemaError, has_ref, schema_types, trim
@@ -167,6 +165,12 @@ def _body_args(ctx: Context, op: Operation, taken: set[str]) -> list[Arg]:
             return []  # an empty form
         if body.description and "description" not in schema:
             schema = {**schema, "description": trim(body.description, 600)}
+        if sends_bytes(media, schema):  # a model cannot send raw bytes: it sends base64, the server decodes
+            said, base = str(schema.get("description", "")).strip(), media.split(";")[0].strip()
+            said += "." if said and not said.endswith((".", "!", "?")) else ""
+            schema = {"type": "string", "contentEncoding": "base64", "contentMediaType": base,
+                      "description": f"{said} The content ({base}), base64-encoded.".strip()}
+            return [Arg(name="body", wire=media, location="body*", schema=schema, required=required, binary=True)]
         return [Arg(name="body", wire=media, location="body*", schema=schema, required=required)]
     properties, required_props, defs = props
     args = []
@@ -372,6 +376,8 @@ def _null_clears(ctx: Context, op: Operation, arg: Arg) -> None:
 
 def _takes_null(schema: dict[str, Any]) -> bool:
     if not has_ref(schema):
+        import jsonschema  # overlay features only: not loaded to compile a spec as it is
+
         return bool(jsonschema.Draft202012Validator(schema).is_valid(None))
     t = schema.get("type")  # a recursive schema: its own level says it
     branches = [b for key in ("anyOf", "oneOf") for b in schema.get(key) or [] if isinstance(b, dict)]
@@ -399,6 +405,8 @@ def check_value(schema: dict[str, Any], value: Any, what: str) -> None:
     """A value the overlay gives (fixed, enum, default) fits the argument's schema, else ValueError."""
     if has_ref(schema):
         return  # recursive parts need the root's $defs; the runtime validates these anyway
+    import jsonschema
+
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(value), key=lambda e: e.path)
     if errors:
         raise ValueError(f"{what} {value!r} does not fit the parameter's schema: {errors[0].message}")
@@ -491,7 +499,7 @@ def operation_spec(ctx: Context, op: Operation, args: list[Arg]) -> OperationSpe
             body = BodySpec(media_type=whole.wire, required=True, value=whole.value, fields=fields, nulls=nulls)
         elif not whole.hidden:
             body = BodySpec(media_type=whole.wire, required=whole.required, arg=whole.name, fields=fields,
-                            nulls=nulls)
+                            nulls=nulls, base64=whole.binary)
         elif fields:
             body = BodySpec(media_type=whole.wire, required=whole.required, fields=fields, nulls=nulls)
     elif rbody is not None:

@@ -19,8 +19,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-import jsonschema
-
 from openapi2mcp.compiler.arguments import check_value, is_sensitive, operation_args, request_body
 from openapi2mcp.compiler.descriptions import default_risk, highest_risk, op_description, op_title
 from openapi2mcp.compiler.model import Arg, Context, Operation
@@ -258,6 +256,8 @@ def _declared_inputs(tdef: ToolDef, chain: _Chain, at: KeyPath) -> dict[str, Any
     if schema.get("type", "object") != "object" or not isinstance(schema.get("properties", {}), dict):
         problems.append(doc.problem(where, "`inputs` must be a JSON Schema of `type: object` with `properties`"))
         return None
+    import jsonschema
+
     try:
         jsonschema.Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as e:

@@ -42,7 +42,7 @@ from openapi2mcp.compiler.schemas import SchemaConverter
 from openapi2mcp.compiler.single import operation_tool, raw_tool
 from openapi2mcp.compiler.upstream import server_spec, upstream_spec
 from openapi2mcp.errors import InputError, Problem, SpecWarning
-from openapi2mcp.manifest import Manifest, ResponseSpec, SourceSpec, ToolSpec
+from openapi2mcp.manifest import Manifest, ResponseSpec, SourceSpec, ToolSpec, paused_gc
 from openapi2mcp.overlay import KeyPath, OverlayFile, ToolDef, ToolOverlay, apply_oai_overlays
 
 if TYPE_CHECKING:
@@ -57,6 +57,7 @@ class Compiled:
     warnings: list[SpecWarning]
 
 
+@paused_gc()
 def compile_manifest(
     spec: LoadedSpec,
     overlays: Sequence[OverlayFile] = (),
@@ -90,7 +91,7 @@ def compile_manifest(
     if doc_overlay and tool_overlay:
         renames = served_names(tool_overlay, doc_overlay)
         tool_overlay = with_served_mentions(tool_overlay, renames)
-    upstream = upstream_spec(ctx, tool_overlay)
+    upstream = upstream_spec(ctx, tool_overlay, doc_overlay)
 
     tools: list[ToolSpec] = []
     used: set[str] = set()

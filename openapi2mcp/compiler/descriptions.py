@@ -83,10 +83,11 @@ def tool_annotations(
 ) -> dict[str, Any]:
     """Behaviour hints derived from the (method, risk) of each call a tool may make.
 
-    Read-only only if every call is, destructive if any is, idempotent if all are. Hints only:
+    Read-only only if every call is (a safe method at risk low: seed 002's medium creates state, and a
+    spec may declare `GET /views.publish`), destructive if any is, idempotent if all are. Hints only:
     the server enforces.
     """
-    read_only = all(m in SAFE_METHODS and RISK_ORDER[r] <= RISK_ORDER["medium"] for m, r in calls)
+    read_only = all(m in SAFE_METHODS and r == "low" for m, r in calls)
     out: dict[str, Any] = {}
     if title:
         out["title"] = title

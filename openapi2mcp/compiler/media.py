@@ -23,3 +23,29 @@ def pick_media(media_types: list[str]) -> str:
         return 0 if is_json(m) else _FORMS.get(m.split(";")[0].strip().lower(), 3)
 
     return sorted(media_types, key=rank)[0]
+
+
+_BINARY_PREFIXES = ("image/", "audio/", "video/", "font/")
+_BINARY_TYPES = frozenset({
+    "application/octet-stream", "application/pdf", "application/zip", "application/gzip", "application/x-gzip",
+    "application/x-tar", "application/x-bzip2", "application/x-xz", "application/x-7z-compressed",
+    "application/zstd", "application/wasm", "application/vnd.android.package-archive", "application/java-archive",
+})
+
+
+def sends_bytes(media: str, schema: dict[str, object]) -> bool:
+    """A whole request body of raw bytes (a file upload, a tar archive): the model gives it base64.
+
+    Binary by the schema (`format: binary`, OpenAPI 3.1's `contentMediaType` / `contentEncoding`) in any
+    media type, or a string (or schema-less) body in a binary media type. An object or array schema
+    under `application/octet-stream` (Docker's specs declare JSON bodies so) is JSON, not bytes.
+    """
+    base = media.split(";")[0].strip().lower()
+    if is_json(base) or base in _FORMS:
+        return False
+    if schema.get("format") == "binary" or "contentMediaType" in schema or "contentEncoding" in schema:
+        return True
+    if base not in _BINARY_TYPES and not base.startswith(_BINARY_PREFIXES):
+        return False
+    kind = schema.get("type")
+    return kind in (None, "string") and "properties" not in schema and "items" not in schema

@@ -670,6 +670,16 @@ def limit_depth(schema: Any, depth: int) -> Any:
     return out
 
 
+# What limit_size and _cost do with a keyword's value (one dict lookup per key: these loops visit
+# every node of every tool schema, millions on the biggest specs)
+_MAP, _LIST, _ONE = 1, 2, 3
+_CHILDREN: dict[str, int] = {
+    **dict.fromkeys(_MAPS_AND_DEFS, _MAP),
+    **dict.fromkeys(("allOf", "anyOf", "oneOf", "prefixItems"), _LIST),
+    **dict.fromkeys((*_SUBSCHEMA_ONE, "additionalProperties"), _ONE),
+}
+
+
 def limit_size(schema: dict[str, Any], budget: int) -> dict[str, Any]:
     """A copy of `schema` of about `budget` bytes at most, spelt out shallowest first.
 
@@ -691,11 +701,12 @@ def limit_size(schema: dict[str, Any], budget: int) -> dict[str, Any]:
         for key, value in src.items():
             if not full and key in _NESTING:
                 continue
-            if key in _MAPS_AND_DEFS and isinstance(value, dict):
+            kind = _CHILDREN.get(key)
+            if kind == _MAP and isinstance(value, dict):
                 dst[key] = {name: _enqueue(sub, queue) for name, sub in value.items()}
-            elif key in ("allOf", "anyOf", "oneOf", "prefixItems") and isinstance(value, list):
+            elif kind == _LIST and isinstance(value, list):
                 dst[key] = [_enqueue(sub, queue) for sub in value]
-            elif key in _SUBSCHEMA_ONE or key == "additionalProperties":
+            elif kind == _ONE:
                 dst[key] = _enqueue(value, queue)
             else:
                 dst[key] = value
@@ -722,17 +733,21 @@ def _cost(schema: Any, stop: int) -> int:
     """The whole schema's cost (shared parts counted each time), stopping once past `stop`."""
     total = 0
     stack = [schema]
+    children = _CHILDREN.get
     while stack and total <= stop:
         node = stack.pop()
         if not isinstance(node, dict):
             continue
         total += _node_cost(node)
         for key, value in node.items():
-            if key in _MAPS_AND_DEFS and isinstance(value, dict):
+            kind = children(key)
+            if kind is None:
+                continue
+            if kind == _MAP and isinstance(value, dict):
                 stack.extend(value.values())
-            elif key in ("allOf", "anyOf", "oneOf", "prefixItems") and isinstance(value, list):
+            elif kind == _LIST and isinstance(value, list):
                 stack.extend(value)
-            elif (key in _SUBSCHEMA_ONE or key == "additionalProperties") and isinstance(value, dict):
+            elif kind == _ONE and isinstance(value, dict):
                 stack.append(value)
     return total
 

@@ -9,11 +9,13 @@ limits are written the same way upstream-wide and per tool (retry_spec, rate_lim
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
 from openapi2mcp.compiler.model import Context
 from openapi2mcp.compiler.schemas import SchemaError
+from openapi2mcp.errors import InputError, Problem
 from openapi2mcp.manifest import (
     BASE_URL_VAR,
     AuthSpec,
@@ -25,7 +27,7 @@ from openapi2mcp.manifest import (
     default_burst,
     parse_rate,
 )
-from openapi2mcp.overlay import RateLimitDef, RetriesDef, ToolOverlay
+from openapi2mcp.overlay import AuthDef, OverlayFile, RateLimitDef, RetriesDef, ToolOverlay
 
 if TYPE_CHECKING:
     from openapi2mcp.loader import LoadedSpec
@@ -57,14 +59,17 @@ def _slug(text: str) -> str:
     return out or "openapi"
 
 
-def upstream_spec(ctx: Context, overlay: ToolOverlay | None) -> UpstreamSpec:
-    """The upstream section; notes in `ctx.auth_params` the parameters its auth supplies (never arguments)."""
+def upstream_spec(ctx: Context, overlay: ToolOverlay | None, doc: OverlayFile | None = None) -> UpstreamSpec:
+    """The upstream section; notes in `ctx.auth_params` the parameters its auth supplies (never arguments).
+
+    `doc`: the overlay file, to locate a problem of `upstream.auth` (InputError).
+    """
     udef = overlay.upstream if overlay else None
     base, relative = (udef.base_url, None) if udef and udef.base_url else _spec_base_url(ctx)
-    auth = AuthSpec(**udef.auth.model_dump()) if udef and udef.auth else _spec_auth(ctx)
+    auth = _overlay_auth(ctx, udef.auth, doc) if udef and udef.auth else _spec_auth(ctx)
     if auth.type in ("header", "query", "cookie") and auth.name:
         ctx.auth_params.add((auth.type, auth.name.lower()))
-    if auth.type in ("bearer", "basic", "env"):
+    if auth.type in ("bearer", "basic", "env") or auth.dynamic:
         ctx.auth_params.add(("header", "authorization"))
     timeout = TimeoutSpec()
     if udef and udef.timeout is not None:
@@ -85,6 +90,41 @@ def upstream_spec(ctx: Context, overlay: ToolOverlay | None) -> UpstreamSpec:
         rate_limit=rate_limit_spec(udef.rate_limit) if udef and udef.rate_limit else None,
         forward_headers=list(udef.forward_headers) if udef else [],
     )
+
+
+def _overlay_auth(ctx: Context, adef: AuthDef, doc: OverlayFile | None) -> AuthSpec:
+    """The overlay's auth; oauth2_client_credentials takes the spec's clientCredentials flow as defaults."""
+    given = adef.model_dump(exclude_none=True)
+    if adef.type != "oauth2_client_credentials" or (adef.token_url and adef.scopes is not None):
+        return AuthSpec(**given)
+    flow = _client_credentials_flow(ctx)
+    token_url = adef.token_url or (flow[0] if flow else None)
+    if not token_url:
+        at = ("upstream", "auth")
+        problem = "auth type 'oauth2_client_credentials' needs token_url: the spec declares no oauth2 " \
+                  "clientCredentials flow to take it from"
+        hint = "add token_url: https://idp.example.com/oauth/token (or a ${VAR} template) under upstream.auth"
+        raise InputError(doc.problem(at, problem, hint) if doc else Problem(message=problem, hint=hint))
+    scopes = adef.scopes if adef.scopes is not None else (flow[1] if flow else [])
+    return AuthSpec(**{**given, "token_url": token_url, "scopes": scopes})
+
+
+def _client_credentials_flow(ctx: Context) -> tuple[str, list[str]] | None:
+    """(tokenUrl, scopes) of the spec's first oauth2 scheme with a clientCredentials flow (Swagger 2.0's
+    `application` flow arrives converted); relative token URLs are resolved against the spec's URL."""
+    for scheme in _security_schemes(ctx):
+        flows = scheme.get("flows") if scheme.get("type") == "oauth2" else None
+        flow = flows.get("clientCredentials") if isinstance(flows, dict) else None
+        url = flow.get("tokenUrl") if isinstance(flow, dict) else None
+        if isinstance(url, str) and url.strip():
+            assert isinstance(flow, dict)
+            scopes = flow.get("scopes") if isinstance(flow.get("scopes"), dict) else {}
+            assert isinstance(scopes, dict)
+            url = url.strip()
+            if not re.match(r"^https?://", url) and re.match(r"^https?://", ctx.spec.source):
+                url = urljoin(ctx.spec.source, url)
+            return url.replace("$", "$$"), [str(s) for s in scopes]
+    return None
 
 
 def retry_spec(rdef: RetriesDef | None) -> RetrySpec | None:
@@ -129,6 +169,23 @@ def _spec_auth(ctx: Context) -> AuthSpec:
     The secret comes from OPENAPI2MCP_TOKEN (or OPENAPI2MCP_USERNAME/PASSWORD for basic); when
     unset, no credentials are sent, so public APIs work without configuration.
     """
+    for scheme in _security_schemes(ctx):
+        kind = scheme.get("type")
+        if kind == "http" and str(scheme.get("scheme", "")).lower() == "bearer":
+            return AuthSpec(type="bearer", value="${OPENAPI2MCP_TOKEN:-}")
+        if kind == "http" and str(scheme.get("scheme", "")).lower() == "basic":
+            return AuthSpec(type="basic", username="${OPENAPI2MCP_USERNAME:-}", password="${OPENAPI2MCP_PASSWORD:-}")
+        if kind == "apiKey" and scheme.get("in") in ("header", "query", "cookie") and scheme.get("name"):
+            return AuthSpec(type=scheme["in"], name=str(scheme["name"]), value="${OPENAPI2MCP_TOKEN:-}")
+        if kind in ("oauth2", "openIdConnect"):
+            return AuthSpec(type="bearer", value="${OPENAPI2MCP_TOKEN:-}")
+    # no usable scheme (Swagger 2.0's `securityDefinitions: {}` is common even for APIs that want
+    # one): the same variables still give credentials, chosen at start-up by which ones are set
+    return AuthSpec(type="env")
+
+
+def _security_schemes(ctx: Context) -> Iterator[dict[str, Any]]:
+    """The spec's security schemes, those its top-level `security` names first."""
     components = ctx.document.get("components") if isinstance(ctx.document.get("components"), dict) else {}
     assert isinstance(components, dict)
     schemes = components.get("securitySchemes") if isinstance(components.get("securitySchemes"), dict) else {}
@@ -143,17 +200,5 @@ def _spec_auth(ctx: Context) -> AuthSpec:
             scheme = ctx.converter.resolve(schemes.get(name))
         except SchemaError:
             continue
-        if not isinstance(scheme, dict):
-            continue
-        kind = scheme.get("type")
-        if kind == "http" and str(scheme.get("scheme", "")).lower() == "bearer":
-            return AuthSpec(type="bearer", value="${OPENAPI2MCP_TOKEN:-}")
-        if kind == "http" and str(scheme.get("scheme", "")).lower() == "basic":
-            return AuthSpec(type="basic", username="${OPENAPI2MCP_USERNAME:-}", password="${OPENAPI2MCP_PASSWORD:-}")
-        if kind == "apiKey" and scheme.get("in") in ("header", "query", "cookie") and scheme.get("name"):
-            return AuthSpec(type=scheme["in"], name=str(scheme["name"]), value="${OPENAPI2MCP_TOKEN:-}")
-        if kind in ("oauth2", "openIdConnect"):
-            return AuthSpec(type="bearer", value="${OPENAPI2MCP_TOKEN:-}")
-    # no usable scheme (Swagger 2.0's `securityDefinitions: {}` is common even for APIs that want
-    # one): the same variables still give credentials, chosen at start-up by which ones are set
-    return AuthSpec(type="env")
+        if isinstance(scheme, dict):
+            yield scheme

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openapi2mcp.errors import InputError, Problem, SpecWarning
-from openapi2mcp.loader.bundle import Bundler
 from openapi2mcp.loader.checks import STRICT_HINT, detect_version, lint, require_operations, validate
 from openapi2mcp.loader.parse import NESTING_HINT
 from openapi2mcp.loader.reader import FETCH_DEADLINE, Allowed, Reader
 from openapi2mcp.loader.refs import has_external_refs
 from openapi2mcp.loader.swagger2 import Swagger2
 from openapi2mcp.loader.untrusted import MAX_NESTING
+from openapi2mcp.manifest import paused_gc
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,7 @@ class LoadedSpec:
     files: tuple[str, ...] = ()  # the local files read, root first (absolute real paths; none for a URL)
 
 
+@paused_gc()
 def load_spec(
     source: str | os.PathLike[str],
     *,
@@ -92,6 +93,8 @@ def _load(
     original = detect_version(document, source, warnings)
     require_operations(document, source)
     if has_external_refs(text, document):
+        from openapi2mcp.loader.bundle import Bundler  # prance: only for specs in several files
+
         document = Bundler(document, reader, swagger2=original == "2.0").bundle()
     del text
     if patch is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from openapi2mcp.manifest.bulk import paused_gc
 from openapi2mcp.manifest.model import (
     BASE_URL_VAR,
     CURSOR_MAX_LENGTH,
@@ -9,6 +10,7 @@ from openapi2mcp.manifest.model import (
     DRY_RUN_INTERNAL_ARG,
     DRY_RUN_TOKEN_ARG,
     IDEMPOTENT_METHODS,
+    OAUTH_AUTH_TYPES,
     PLACEHOLDER,
     RISK_ORDER,
     SAFE_METHODS,
@@ -66,6 +68,7 @@ __all__ = [
     "DRY_RUN_TOKEN_ARG",
     "IDEMPOTENT_METHODS",
     "NEVER_FORWARDED",
+    "OAUTH_AUTH_TYPES",
     "PLACEHOLDER",
     "RISK_ORDER",
     "SAFE_METHODS",
@@ -110,6 +113,7 @@ __all__ = [
     "parse_rate",
     "parse_rate_limit",
     "parse_scopes",
+    "paused_gc",
     "placeholders",
     "resource_policy",
     "step_up_scope",

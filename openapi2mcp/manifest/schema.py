@@ -7,11 +7,11 @@ Arguments, results, resource variables and the compiler's own checks of overlay 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
-from jsonschema import Draft202012Validator, FormatChecker, ValidationError
-from jsonschema.protocols import Validator
-from jsonschema.validators import validator_for
+if TYPE_CHECKING:  # jsonschema (and its format checkers' packages) load with the first validator
+    from jsonschema import FormatChecker, ValidationError
+    from jsonschema.protocols import Validator
 
 # Cheap, dependency-free format checks only (date-time uses rfc3339-validator when present).
 _FORMATS = ("date", "date-time", "email", "uuid", "ipv4", "ipv6")
@@ -25,6 +25,9 @@ def compile_schema(schema: Mapping[str, Any], *, formats: bool = False, check: b
     compiler (tested to produce valid schemas) and the Manifest's hash proves them unchanged, while
     checking costs ~30 ms per schema (15 s at start-up for Stripe's 833 schemas).
     """
+    from jsonschema import Draft202012Validator, FormatChecker
+    from jsonschema.validators import validator_for
+
     cls = validator_for(schema, default=Draft202012Validator)
     if check:
         cls.check_schema(dict(schema))
@@ -33,7 +36,7 @@ def compile_schema(schema: Mapping[str, Any], *, formats: bool = False, check: b
     validator = cls(schema, format_checker=checker)
     if cls is not Draft202012Validator or _has_ref(schema):
         return validator
-    return cast(Validator, _Checked(validator, _compile(schema, checker)))
+    return cast("Validator", _Checked(validator, _compile(schema, checker)))
 
 
 # ============================================================================ the fast check
@@ -94,6 +97,7 @@ def _has_ref(schema: Any) -> bool:
 
 def _compile(schema: Any, checker: FormatChecker | None) -> Check:
     """`schema` as one closure: True when jsonschema would find the value valid (False: let it say why)."""
+    from jsonschema import Draft202012Validator
     if schema is True or schema == {}:
         return lambda v: True
     if schema is False:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from openapi2mcp.overlay.document import KeyPath, OverlayFile
 from openapi2mcp.overlay.model import (
     ActionDef,
+    AuthDef,
     ConfirmationDef,
     DryRunDef,
     OperationUse,
@@ -32,6 +33,7 @@ from openapi2mcp.overlay.reading import parse_overlay, read_overlay
 
 __all__ = [
     "ActionDef",
+    "AuthDef",
     "ConfirmationDef",
     "DryRunDef",
     "KeyPath",

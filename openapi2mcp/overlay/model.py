@@ -13,7 +13,7 @@ Reading a file into these models, with file:line errors, is reading.py's work.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     AfterValidator,
@@ -26,7 +26,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from openapi2mcp.manifest import NEVER_FORWARDED, Risk, parse_rate, template_vars
+from openapi2mcp.manifest import NEVER_FORWARDED, OAUTH_AUTH_TYPES, Risk, parse_rate, template_vars
 
 TOOL_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
 
@@ -34,7 +34,7 @@ TOOL_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
 
 class ServerDef(_Strict):
@@ -51,27 +51,6 @@ class ServerDef(_Strict):
         "every client accepts (^[a-zA-Z0-9_-]{1,64}$); as_written: served exactly as written (clients that accept "
         "dots only).",
     )
-
-
-class AuthDef(_Strict):
-    """How openapi2mcp authenticates to the upstream API. Secrets come from ${ENV} templates."""
-
-    type: Literal["none", "bearer", "header", "query", "basic", "cookie"] = Field(
-        "none", description="bearer: Authorization: Bearer <value>; header/query/cookie: <name>=<value>; basic."
-    )
-    name: str | None = Field(None, description="Header, query parameter or cookie name (header/query/cookie).")
-    value: str | None = Field(None, description="The token or key, normally a template such as ${API_TOKEN}.")
-    username: str | None = Field(None, description="basic: user name (template).")
-    password: str | None = Field(None, description="basic: password (template).")
-
-    @model_validator(mode="after")
-    def _complete(self) -> AuthDef:
-        needs = {"bearer": ["value"], "header": ["name", "value"], "query": ["name", "value"],
-                 "cookie": ["name", "value"], "basic": ["username", "password"], "none": []}[self.type]
-        missing = [k for k in needs if getattr(self, k) is None]
-        if missing:
-            raise ValueError(f"auth type '{self.type}' needs {' and '.join(missing)}")
-        return self
 
 
 class TimeoutDef(_Strict):
@@ -118,6 +97,75 @@ def _check_scope(scope: str) -> str:
 
 
 Scope = Annotated[str, AfterValidator(_check_scope)]
+
+
+_OAUTH_FIELDS: Final = ("token_url", "client_id", "client_secret", "audience", "resource")
+
+
+class AuthDef(_Strict):
+    """How openapi2mcp authenticates to the upstream API. Secrets come from ${ENV} templates."""
+
+    type: Literal["none", "bearer", "header", "query", "basic", "cookie",
+                  "oauth2_client_credentials", "forward", "token_exchange"] = Field(
+        "none", description="bearer: Authorization: Bearer <value>; header/query/cookie: <name>=<value>; basic; "
+        "oauth2_client_credentials: a token from token_url, renewed before it expires; forward: the MCP caller's "
+        "bearer token (when its aud holds `audience`); token_exchange: the caller's token exchanged (RFC 8693) "
+        "at token_url for one for the upstream.",
+    )
+    name: str | None = Field(None, description="Header, query parameter or cookie name (header/query/cookie).")
+    value: str | None = Field(None, description="The token or key, normally a template such as ${API_TOKEN}.")
+    username: str | None = Field(None, description="basic: user name (template).")
+    password: str | None = Field(None, description="basic: password (template).")
+    token_url: str | None = Field(
+        None, description="oauth2_client_credentials, token_exchange: the token endpoint (https, or http on "
+        "loopback). Default for oauth2_client_credentials: the spec's clientCredentials tokenUrl.")
+    client_id: str | None = Field(None, description="oauth2_client_credentials, token_exchange: the client id.")
+    client_secret: str | None = Field(
+        None, description="oauth2_client_credentials, token_exchange: a ${VAR} template (never the secret itself).")
+    scopes: list[Scope] | None = Field(
+        None, description="The scopes asked for. Default for oauth2_client_credentials: the spec flow's scopes.")
+    audience: str | None = Field(
+        None, description="oauth2_client_credentials, token_exchange: the `audience` asked for; forward (required): "
+        "the caller's token is sent only when its `aud` holds this value.")
+    resource: str | None = Field(None, description="oauth2_client_credentials, token_exchange: the RFC 8707 "
+                                 "`resource` asked for (the upstream's URL, for servers that use resource indicators).")
+    auth_method: Literal["client_secret_basic", "client_secret_post"] = Field(
+        "client_secret_basic", description="How the client authenticates at token_url: HTTP Basic (default) or "
+        "client_id and client_secret in the form body.")
+
+    @field_validator("scopes", mode="before")
+    @classmethod
+    def _scope_words(cls, v: Any) -> Any:
+        return v.split() if isinstance(v, str) else v  # `scopes: read write` as OAuth writes them
+
+    @field_validator("token_url")
+    @classmethod
+    def _token_url(cls, v: str | None) -> str | None:
+        if v is not None and not template_vars(v) and not re.match(r"^https?://[^/\s]+", v):
+            raise ValueError(f"token_url must be an http(s) URL or a ${{VAR}} template, got {v!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _complete(self) -> AuthDef:
+        needs = {"bearer": ["value"], "header": ["name", "value"], "query": ["name", "value"],
+                 "cookie": ["name", "value"], "basic": ["username", "password"], "none": [],
+                 "oauth2_client_credentials": ["client_id", "client_secret"], "forward": ["audience"],
+                 "token_exchange": ["token_url", "client_id", "client_secret"]}[self.type]
+        missing = [k for k in needs if getattr(self, k) is None]
+        if missing:
+            raise ValueError(f"auth type '{self.type}' needs {' and '.join(missing)}")
+        oauth = self.type in ("oauth2_client_credentials", "token_exchange")
+        stray = [k for k in ("name", "value", "username", "password") if self.type in OAUTH_AUTH_TYPES
+                 and getattr(self, k) is not None]
+        stray += [k for k in (*_OAUTH_FIELDS, "scopes") if getattr(self, k) is not None and not oauth
+                  and not (k == "audience" and self.type == "forward")]
+        if stray:
+            raise ValueError(f"auth type '{self.type}' does not use {' and '.join(stray)}; remove it")
+        if oauth and self.client_secret is not None and not template_vars(self.client_secret):
+            raise ValueError("client_secret must be a ${VAR} template naming an environment variable (e.g. "
+                             "client_secret: ${CLIENT_SECRET}), never the secret itself: the overlay and the "
+                             "Manifest are not secret")
+        return self
 
 
 class UpstreamDef(_Strict):
@@ -660,6 +708,7 @@ class ToolOverlay(_Strict):
     model_config = ConfigDict(
         extra="forbid",
         populate_by_name=True,
+        defer_build=True,
         json_schema_extra={"$id": "https://openapi2mcp.dev/schema/overlay-1.json"},
         title="openapi2mcp tool overlay, version 1",
     )
@@ -696,7 +745,7 @@ def overlay_json_schema() -> dict[str, Any]:
 
 
 class OaiAction(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     target: str
     description: str | None = None
@@ -713,7 +762,7 @@ class OaiAction(BaseModel):
 
 
 class OaiOverlay(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     overlay: str = Field(pattern=r"^1\.[01]\.\d+$")
     info: dict[str, Any]

@@ -19,7 +19,7 @@ from openapi2mcp.runtime.options import (
 
 if TYPE_CHECKING:
     from openapi2mcp.runtime.access import SCOPES_VAR, local_caller
-    from openapi2mcp.runtime.auth import auth_config, require_public_url
+    from openapi2mcp.runtime.auth import auth_config, per_caller_refusal, require_public_url
     from openapi2mcp.runtime.core import Runtime
     from openapi2mcp.runtime.gone import client_gone, describe, leaves
     from openapi2mcp.runtime.http import http_app, serve_http, transport_security
@@ -39,6 +39,7 @@ _LAZY = {
     "local_caller": "openapi2mcp.runtime.access",
     "auth_config": "openapi2mcp.runtime.auth",
     "require_public_url": "openapi2mcp.runtime.auth",
+    "per_caller_refusal": "openapi2mcp.runtime.auth",
     "Runtime": "openapi2mcp.runtime.core",
     "configure_logging": "openapi2mcp.runtime.logs",
     "SIGNING_KEY_VAR": "openapi2mcp.runtime.signing",
@@ -97,6 +98,7 @@ __all__ = [
     "leaves",
     "local_caller",
     "metrics_refusal",
+    "per_caller_refusal",
     "provider_from_environment",
     "require_public_url",
     "serve_http",

@@ -29,6 +29,7 @@ from openapi2mcp.manifest import (
     ToolSpec,
     step_up_scope,
 )
+from openapi2mcp.upstream import CallerToken
 
 SCOPES_VAR: Final = "OPENAPI2MCP_SCOPES"
 
@@ -104,6 +105,29 @@ def caller_from_context(ctx: Any, local: Caller | None = None) -> Caller:
     if access_token is not None:
         return caller_of_token(access_token)
     return Caller(id="anonymous", scopes=base.scopes, transport="http", all_scopes=base.all_scopes)
+
+
+def caller_token(ctx: Any) -> CallerToken | None:
+    """The bearer token of the request an SDK handler serves, when a JWT verified it (else None).
+
+    For `upstream.auth` forward and token_exchange. Static tokens are this server's own secrets and
+    never leave it; a JWT's `aud` (kept by auth.JwtVerifier) decides whether it may be forwarded.
+    """
+    request = _request(ctx)
+    scope = getattr(request, "scope", None)
+    user = scope.get("user") if isinstance(scope, Mapping) else None
+    access_token = getattr(user, "access_token", None)
+    claims = getattr(access_token, "claims", None)
+    if not isinstance(claims, Mapping) or "iss" not in claims:
+        return None
+    scheme, _, raw = str(request.headers.get("authorization", "")).strip().partition(" ")
+    if scheme.lower() != "bearer" or not raw.strip():
+        return None
+    aud = claims.get("aud")
+    audience = (aud,) if isinstance(aud, str) else tuple(str(a) for a in aud) if isinstance(aud, list) else ()
+    expires = getattr(access_token, "expires_at", None)
+    return CallerToken(token=raw.strip(), subject=str(getattr(access_token, "subject", "") or ""),
+                       audience=audience, expires_at=float(expires) if expires else None)
 
 
 def visible(tool: ToolSpec, caller: Caller) -> bool:

@@ -251,7 +251,7 @@ class JwtVerifier:
         subject = str(claims["sub"])
         client = claims.get("client_id") or claims.get("azp") or subject
         return AccessToken(token="***", client_id=str(client), subject=subject, scopes=_claim_scopes(claims),
-                           expires_at=int(claims["exp"]), claims={"iss": claims["iss"]})
+                           expires_at=int(claims["exp"]), claims={"iss": claims["iss"], "aud": claims["aud"]})
 
 
 def _reason(error: Exception) -> str:
@@ -307,6 +307,22 @@ class AuthConfig:
 
     def describe(self) -> str:
         return " + ".join(self.kinds) if self.kinds else "none"
+
+    @property
+    def jwt(self) -> bool:
+        """Callers may present JWTs (the tokens `upstream.auth` forward and token_exchange pass on)."""
+        return "JWT" in self.kinds or "custom verifier" in self.kinds
+
+
+def per_caller_refusal(upstream_auth: str, *, http: bool, auth: AuthConfig | None) -> str | None:
+    """Why `upstream.auth` forward / token_exchange cannot be served this way (None: it can)."""
+    if http and auth is not None and auth.jwt:
+        return None
+    how = ("the HTTP transport authenticates no caller by a JWT" if http else
+           "stdio has no caller token")
+    return (f"upstream.auth is {upstream_auth}: each call reaches the upstream with the MCP caller's bearer token, "
+            f"and {how}. Serve with --transport http and JWT auth (--jwks-url URL --issuer ISS --audience AUD), "
+            "or give upstream.auth a credential of this server's own (e.g. type: oauth2_client_credentials)")
 
 
 def needs_auth_message(host: str) -> str:

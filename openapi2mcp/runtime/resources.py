@@ -35,7 +35,8 @@ import time
 import traceback
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Final
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import mcp_types as types
@@ -57,18 +58,21 @@ from openapi2mcp.manifest import (
     resource_policy,
 )
 from openapi2mcp.runtime import listing
-from openapi2mcp.runtime.access import Caller
+from openapi2mcp.runtime.access import Caller, caller_token
 from openapi2mcp.runtime.audit import AuditError, Auditor, AuditRecord
 from openapi2mcp.runtime.limits import RateLimiter
 from openapi2mcp.runtime.telemetry import current_trace_id
 from openapi2mcp.shape import compile_expression, describe_error, dumps, error_path, search
-from openapi2mcp.upstream import ConfigError, Payload, Upstream, is_json_media
+from openapi2mcp.upstream import CALLER_TOKEN, ConfigError, Payload, Upstream, is_json_media
 
 log = logging.getLogger("openapi2mcp.resources")
 
 RESOURCE_NOT_FOUND: Final = -32002  # 2025-11-25 and older; 2026-07-28 uses INVALID_PARAMS (-32602)
 _NOT_FOUND_STATUSES: Final = frozenset({400, 404, 410, 422})
 _PLACEHOLDER: Final = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+if TYPE_CHECKING:  # jsonschema loads with the first validator
+    from jsonschema.protocols import Validator
 
 
 def not_found_code(protocol_version: str | None) -> int:
@@ -116,19 +120,24 @@ class _Resource:
         root: dict[str, Any] = {"type": "object", "properties": properties, "required": list(properties)}
         if defs:
             root["$defs"] = defs
+        self.schema = root
         try:
-            self.validator = compile_schema(root, formats=True)
-            # the narrowed argument schemas of the tools on the same operation (access.resource_policy)
-            self.narrowed = [(tool, compile_schema(schema, formats=True)) for tool, schema in self.policy.checks]
             if spec.response.select:
                 compile_expression(spec.response.select)
         except Exception as e:
             raise ConfigError(f"resource {spec.name}: {e}") from None
 
+    @cached_property
+    def validators(self) -> list[tuple[str, Validator]]:
+        """The variables' validator, then the narrowed argument schemas of the tools on the same operation
+        (access.resource_policy), by tool name; built by the first read (jsonschema loads then)."""
+        return [("", compile_schema(self.schema, formats=True)),
+                *((tool, compile_schema(schema, formats=True)) for tool, schema in self.policy.checks)]
+
     def arguments(self, values: Mapping[str, str]) -> dict[str, Any]:
         """The URI's values as operation arguments (converted to the parameters' types), or ARGUMENT_INVALID."""
         out = {name: coerce_variable(text, self.spec.variables.get(name, {})) for name, text in values.items()}
-        for tool, validator in [("", self.validator), *self.narrowed]:
+        for tool, validator in self.validators:
             for error in validator.iter_errors(out):
                 where = error_path(error.absolute_path)
                 reason = describe_error(error) + (f" (as tool {tool} requires)" if tool else "")
@@ -489,8 +498,12 @@ class Catalog:
         return self.caller_of(ctx) if self.caller_of else None
 
     async def _on_read(self, ctx: Any, params: types.ReadResourceRequestParams) -> Any:
-        return await self.read(params.uri, protocol_version=getattr(ctx, "protocol_version", None),
-                               caller=self._caller(ctx))
+        token = CALLER_TOKEN.set(caller_token(ctx))  # upstream.auth forward / token_exchange
+        try:
+            return await self.read(params.uri, protocol_version=getattr(ctx, "protocol_version", None),
+                                   caller=self._caller(ctx))
+        finally:
+            CALLER_TOKEN.reset(token)
 
     async def _on_get_prompt(self, ctx: Any, params: types.GetPromptRequestParams) -> Any:
         return await self.get_prompt(params.name, params.arguments,

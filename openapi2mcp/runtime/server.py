@@ -2,7 +2,8 @@
 
 tools/list and tools/call learn the caller from the request context (access.py: the token's
 scopes over HTTP, the local user otherwise); a call sees only the overlay's
-`upstream.forward_headers` of the inbound request (FORWARDED_HEADERS). resources/* and prompts/*
+`upstream.forward_headers` of the inbound request (FORWARDED_HEADERS) and, for `upstream.auth`
+forward / token_exchange, the caller's verified JWT (CALLER_TOKEN). resources/* and prompts/*
 are installed by resources.py when the overlay defines some.
 """
 
@@ -16,10 +17,10 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
-from openapi2mcp.runtime.access import caller_from_context, inbound_headers
+from openapi2mcp.runtime.access import caller_from_context, caller_token, inbound_headers
 from openapi2mcp.runtime.changes import AnnouncingServer
 from openapi2mcp.runtime.policy import Asker, InputRequired
-from openapi2mcp.upstream import FORWARDED_HEADERS
+from openapi2mcp.upstream import CALLER_TOKEN, FORWARDED_HEADERS
 
 if TYPE_CHECKING:
     from openapi2mcp.runtime.core import Runtime
@@ -48,12 +49,14 @@ def build_server(runtime: Runtime, *, stateless: bool = False) -> Server[Any]:
         caller = caller_from_context(ctx, runtime.local)
         # only the overlay's upstream.forward_headers of the inbound request reach the upstream
         forwarded = FORWARDED_HEADERS.set(inbound_headers(ctx, runtime.manifest.upstream.forward_headers) or None)
+        token = CALLER_TOKEN.set(caller_token(ctx))  # upstream.auth forward / token_exchange
         try:
             return await runtime.call(params.name, params.arguments, caller=caller,
                                       asker=Asker.from_context(ctx, params, stateless=stateless))
         except InputRequired as needed:  # 2026-07-28: the client asks the user and calls again
             return needed.result
         finally:
+            CALLER_TOKEN.reset(token)
             FORWARDED_HEADERS.reset(forwarded)
 
     server = runtime.manifest.server

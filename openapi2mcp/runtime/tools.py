@@ -12,12 +12,11 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Collection, Mapping
-from typing import Any, Final
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Final
 
 import jmespath.exceptions
 import mcp_types as types
-from jsonschema import SchemaError, ValidationError
-from jsonschema.protocols import Validator
 
 from openapi2mcp.errors import ErrorCode, ToolError, ToolFailure, did_you_mean
 from openapi2mcp.manifest import Branch, Manifest, ToolSpec, compile_schema
@@ -25,6 +24,10 @@ from openapi2mcp.runtime.paginate import Paginator
 from openapi2mcp.runtime.signing import Signer
 from openapi2mcp.shape import Shaper, compile_expression, describe_error, drop_nulls, error_path, leaf_errors
 from openapi2mcp.upstream import ConfigError, check_json_arguments
+
+if TYPE_CHECKING:  # jsonschema loads with the first validator, at the first call (not needed to list tools)
+    from jsonschema import ValidationError
+    from jsonschema.protocols import Validator
 
 MAX_REPORTED_PROBLEMS: Final = 5
 
@@ -38,9 +41,14 @@ class Tool:
 
     def __init__(self, spec: ToolSpec, signer: Signer, *, check: bool) -> None:
         self.spec = spec
+        schema_error: type[Exception] = _Unchecked  # only a schema check raises jsonschema's SchemaError
         try:
-            # `check`: validate the schemas themselves against the metaschema (see compile_schema)
-            self.arguments = compile_schema(spec.input_schema, formats=True, check=check)
+            # `check`: validate the schemas themselves against the metaschema now (see compile_schema)
+            if check:
+                from jsonschema import SchemaError
+
+                schema_error = SchemaError
+                self.__dict__["arguments"] = compile_schema(spec.input_schema, formats=True, check=True)
             self.shaper = Shaper(spec.response, spec.output_schema, check=check)
             self.shapers = {b.key: self.shaper.with_response(b.response or spec.response, b.output_schema)
                             for b in spec.branches if b.response or b.output_schema}
@@ -48,8 +56,8 @@ class Tool:
             for expr in _expressions(spec):
                 compile_expression(expr)
             self.definition = types.Tool.model_validate(spec.definition())
-        except SchemaError as e:
-            raise ConfigError(f"tool {spec.name}: invalid JSON Schema: {e.message}") from None
+        except schema_error as e:
+            raise ConfigError(f"tool {spec.name}: invalid JSON Schema: {getattr(e, 'message', e)}") from None
         except jmespath.exceptions.JMESPathError as e:
             raise ConfigError(f"tool {spec.name}: invalid JMESPath expression: {e}") from None
         except ValueError as e:  # pydantic: a definition MCP clients would reject
@@ -58,8 +66,17 @@ class Tool:
             raise ConfigError(f"tool {spec.name}: no branches to run")
         self.branches = [b for b in spec.branches if b.risk != "forbidden"]
 
+    @cached_property
+    def arguments(self) -> Validator:
+        """The argument validator, built by the tool's first call."""
+        return compile_schema(self.spec.input_schema, formats=True)
+
     def shaper_of(self, branch: Branch) -> Shaper:
         return self.shapers.get(branch.key, self.shaper)
+
+
+class _Unchecked(Exception):
+    """Never raised: what Tool() catches instead of SchemaError when the schemas are not checked."""
 
 
 def _expressions(spec: ToolSpec) -> list[str]:
@@ -154,6 +171,8 @@ def argument_error(schema: Mapping[str, Any], arguments: dict[str, Any]) -> Tool
     """What this server answers to `arguments` for a tool of this input schema before anything runs: the
     ARGUMENT_INVALID error naming each problem by field, or None. For clients (`openapi2mcp call`); a
     schema that is no valid JSON Schema (another server's) is not checked here: the server will say."""
+    from jsonschema import SchemaError
+
     try:
         validator = compile_schema(schema, formats=True)
         kept, nulled = drop_nulls(validator, arguments)

@@ -134,6 +134,12 @@ def serve(
         security = transport_security(options.host, options.allowed_hosts, options.allowed_origins)  # a non-loopback
         auth = auth_config(auth_options(options), host=options.host, environ=env)  # ... bind needs hosts and auth
         require_public_url(auth, host_checked=security.enable_dns_rebinding_protection)
+    if manifest.upstream.auth.per_caller:
+        from openapi2mcp.runtime import per_caller_refusal
+
+        refusal = per_caller_refusal(manifest.upstream.auth.type, http=http, auth=auth if http else None)
+        if refusal:
+            raise ConfigError(refusal)
     _check_workers(options, runtime)
     notice = relative_server_notice(manifest.upstream, runtime.upstream.settings.base_url)
     if notice:
@@ -142,7 +148,7 @@ def serve(
     reached = anyio.run(_reach_state, runtime, check)  # the store's first answer (its client closes again)
     try:
         if check:
-            anyio.run(runtime.aclose)
+            anyio.run(_check_credential, runtime)  # oauth2_client_credentials: a wrong secret shows now, not later
             say(prog, f"configuration ok ({listed} tool(s), transport {options.transport}"
                 f"{', state ' + runtime.state.describe() if runtime.state.shared else ''})", options)
             return
@@ -259,6 +265,21 @@ def http_app_for(runtime: Runtime, options: RunOptions, env: Mapping[str, str],
         no_auth=options.no_auth, json_response=not options.sse, limits=options.http_limits,
         metrics=metrics))
     return app
+
+
+async def _check_credential(runtime: Runtime) -> None:
+    """`--check`: ask the token endpoint for this server's own token (the caller-bound kinds need a caller)."""
+    from openapi2mcp.errors import ToolFailure
+    from openapi2mcp.upstream import ConfigError
+
+    upstream = runtime.upstream
+    try:
+        if upstream.credential is not None and not upstream.spec.auth.per_caller and not upstream.settings.missing:
+            await upstream.credential.token(upstream.client)
+    except ToolFailure as failure:
+        raise ConfigError(f"upstream.auth: {failure.error.message}") from None
+    finally:
+        await runtime.aclose()
 
 
 async def _alongside(main: Awaitable[None], beside: Callable[[Runtime], Coroutine[Any, Any, None]] | None,

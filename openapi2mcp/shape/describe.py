@@ -8,11 +8,11 @@ in a few words (never a dump of a large value).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jsonschema import ValidationError
-from jsonschema.exceptions import best_match
-from jsonschema.protocols import Validator
+if TYPE_CHECKING:  # jsonschema is imported by the first validator (manifest.compile_schema), not at start-up
+    from jsonschema import ValidationError
+    from jsonschema.protocols import Validator
 
 from openapi2mcp.shape.jsonsize import clip, dumps, json_type
 
@@ -86,6 +86,8 @@ def describe_error(error: ValidationError) -> str:
         union = union_types(error.validator_value)  # every branch is of another JSON type
         if union:
             return f"expected {union}, got {json_type(error.instance)}"
+        from jsonschema.exceptions import best_match
+
         best = best_match(error.context)
         if best is not None:
             return describe_error(best)
@@ -114,6 +116,8 @@ def type_names(expected: Any) -> str:
 
 
 def first_error(validator: Validator, instance: Any) -> ValidationError | None:
+    from jsonschema.exceptions import best_match
+
     error: ValidationError | None = best_match(validator.iter_errors(instance))
     return error
 

@@ -13,10 +13,11 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
-from jsonschema import ValidationError
-from jsonschema.protocols import Validator
+if TYPE_CHECKING:
+    from jsonschema import ValidationError
+    from jsonschema.protocols import Validator
 
 from openapi2mcp.shape.describe import error_path, leaf_errors, type_names, union_types
 from openapi2mcp.shape.jsonsize import clip, dumps, json_type

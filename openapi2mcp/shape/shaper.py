@@ -30,7 +30,8 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from openapi2mcp.errors import ErrorCode, ToolFailure
 from openapi2mcp.manifest import ResponseSpec, compile_schema
@@ -39,6 +40,9 @@ from openapi2mcp.shape.describe import cause, describe_error, error_path, first_
 from openapi2mcp.shape.expressions import compile_expression, search
 from openapi2mcp.shape.jsonsize import clip, dumps, json_size, json_type, utf8_size
 from openapi2mcp.shape.repair import Repair, Unrepairable, repair
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
 
 
 @dataclass(frozen=True)
@@ -62,17 +66,26 @@ class Shaper:
         self.spec = spec
         self.schema = output_schema
         self.check = check
-        self.validator = None
-        if output_schema is not None and spec.validate_ != "off":
-            # strict checks the spec's own formats too (the cheap ones, see compile_schema)
-            self.validator = compile_schema(output_schema, check=check, formats=spec.validate_ == "strict")
+        self.validates = output_schema is not None and spec.validate_ != "off"
+        if self.validates and check:  # a schema error is a start-up error
+            self.__dict__["validator"] = self._compiled()
         if spec.select:
             compile_expression(spec.select)
+
+    @cached_property
+    def validator(self) -> Validator | None:
+        """The output-schema validator, built by the first result (jsonschema loads then, not at start-up)."""
+        return self._compiled() if self.validates else None
+
+    def _compiled(self) -> Validator:
+        # strict checks the spec's own formats too (the cheap ones, see compile_schema)
+        assert self.schema is not None
+        return compile_schema(self.schema, check=self.check, formats=self.spec.validate_ == "strict")
 
     @property
     def tolerant(self) -> bool:
         """Results that do not fit are repaired (the default), not refused."""
-        return self.validator is not None and self.spec.validate_ == "tolerant"
+        return self.validates and self.spec.validate_ == "tolerant"
 
     def with_response(self, spec: ResponseSpec, output_schema: Mapping[str, Any] | None = None) -> Shaper:
         """The same output contract (its validator, compiled once per tool) under another ResponseSpec;

@@ -23,6 +23,7 @@ import httpx2
 from openapi2mcp.errors import ErrorCode, ToolFailure
 from openapi2mcp.manifest import IDEMPOTENT_METHODS, FailureMode, OperationSpec, RetrySpec, UpstreamSpec
 from openapi2mcp.upstream import retry
+from openapi2mcp.upstream.credentials import credential
 from openapi2mcp.upstream.failures import status_failure, timed_out, too_large, unavailable
 from openapi2mcp.upstream.observe import Observe, Sent, add_propagated
 from openapi2mcp.upstream.request import (
@@ -62,6 +63,31 @@ def add_forwarded(headers: dict[str, str]) -> None:
 # ============================================================================ the client
 
 
+# What a 401 means when the token was obtained while serving (a fresh one was tried when repeatable)
+_REFUSED: Final = {
+    "oauth2_client_credentials": (
+        "the upstream refused the server's OAuth token",
+        "A new token from the token endpoint was refused too, or the request could not be repeated; check the "
+        "scopes, audience or resource of upstream.auth."),
+    "forward": (
+        "the upstream refused the caller's token (forwarded)",
+        "The caller's own token is not accepted by the upstream: it may lack a scope or have expired; changing "
+        "arguments will not help."),
+    "token_exchange": (
+        "the upstream refused the token exchanged for the caller",
+        "A fresh exchange was refused too, or the request could not be repeated; the caller may lack a permission "
+        "upstream, or upstream.auth asks for the wrong audience or scopes."),
+}
+
+
+class _NoToken(Exception):
+    """The token endpoint failed inside an attempt: raised past the retries of the upstream request."""
+
+    def __init__(self, failure: ToolFailure) -> None:
+        super().__init__(failure.error.message)
+        self.failure = failure
+
+
 class Upstream:
     """One pooled httpx2 client per Runtime; created lazily inside the serving event loop."""
 
@@ -75,6 +101,8 @@ class Upstream:
         self.settings = resolve_settings(spec, env, require_secrets=require_secrets)
         self.transport = transport
         self.observe: Observe | None = None  # telemetry's hook around each attempt (observe.py)
+        # a bearer token obtained while serving (OAuth client credentials, the caller's, exchanged)
+        self.credential = credential(self.settings.oauth, self.settings.redactor, spec.retries)
         self._client: httpx2.AsyncClient | None = None
         redact_logs(self.settings.redactor)
 
@@ -196,18 +224,27 @@ class Upstream:
             requests.append({**shown, "step": step} if step else shown)
 
         attempts = itertools.count()  # the resend count telemetry reports
+        used: list[str] = []  # the bearer tokens obtained while serving that attempts were sent with
 
         async def attempt() -> UpstreamResponse:
+            sending = await self._authorized(headers, used)
             if self.observe is None:
-                return await self.send(op, inputs, evaluate, headers=headers)
+                return await self.send(op, inputs, evaluate, headers=sending)
             sent = self._sent(op, next(attempts))
             with self.observe(sent):  # a span and metrics per attempt; the status is read on exit
-                resp = await self.send(op, inputs, evaluate, headers=headers)
+                resp = await self.send(op, inputs, evaluate, headers=sending)
                 sent.status = resp.status
                 return resp
 
         try:
             resp = await retry.send(attempt, plan, on_retry=retried)
+            repeatable = op.method.upper() in IDEMPOTENT_METHODS or bool(headers)
+            if resp.status == 401 and used and repeatable and await self._renewed(used[-1]):
+                # the token was revoked or expired early: sent once more with a new one
+                retried({**resp.provenance(), "attempt": 1, "token_renewed": True})
+                resp = await retry.send(attempt, plan, on_retry=retried)
+        except _NoToken as e:  # the token endpoint failed: its own error, not retried again here
+            raise e.failure from None
         except anyio.get_cancelled_exc_class():  # the call was cancelled: the request may have reached the upstream
             entry = {"operation": op.id, "method": op.method.upper(), "status": None, "cancelled": True}
             requests.append({**entry, "step": step} if step else entry)
@@ -226,6 +263,31 @@ class Upstream:
                 status=resp.status,
             )
         return resp, payload
+
+    async def _authorized(self, headers: Mapping[str, str] | None, used: list[str]) -> Mapping[str, str] | None:
+        """`headers` with the bearer token obtained while serving (unchanged for a static credential)."""
+        if self.credential is None:
+            return headers
+        try:
+            token = await self.credential.token(self.client)
+        except ToolFailure as failure:
+            raise _NoToken(failure) from None
+        used.append(token)
+        return {**(headers or {}), "Authorization": "Bearer " + token}
+
+    async def _renewed(self, token: str) -> bool:
+        """After a 401: drop `token` and get another (False: there is none, e.g. the caller's own token).
+
+        Concurrent calls that got the same 401 share one renewal: the first drops the token, the
+        others find the new one (single flight in credentials.py).
+        """
+        if self.credential is None:
+            return False
+        self.credential.invalidate(token)
+        try:
+            return await self.credential.token(self.client) != token
+        except ToolFailure:
+            return True  # the resend asks again and reports the token endpoint's error
 
     def _sent(self, op: OperationSpec, resend: int) -> Sent:
         base = self.settings.base_url
@@ -319,4 +381,5 @@ class Upstream:
         return b"".join(chunks)
 
     def failure(self, resp: UpstreamResponse, op: OperationSpec, modes: Mapping[str, FailureMode]) -> ToolFailure:
-        return status_failure(resp, op, modes, self.redactor, no_credential=self.settings.no_credential)
+        return status_failure(resp, op, modes, self.redactor, no_credential=self.settings.no_credential,
+                              refused=_REFUSED.get(self.spec.auth.type) if self.credential else None)

@@ -94,11 +94,12 @@ def _failure_mode(status: int, modes: Mapping[str, FailureMode]) -> FailureMode 
 
 def status_failure(
     resp: UpstreamResponse, op: OperationSpec, modes: Mapping[str, FailureMode], redactor: Redactor, *,
-    no_credential: str | None = None,
+    no_credential: str | None = None, refused: tuple[str, str] | None = None,
 ) -> ToolFailure:
     """Map a non-2xx response to a ToolFailure; the overlay's failure_modes win.
 
-    `no_credential`: why no credential was sent, which is the advice a 401 then gets.
+    `no_credential`: why no credential was sent, which is the advice a 401 then gets; `refused`:
+    what a 401 means and the advice when the credential is obtained while serving (credentials.py).
     """
     status = resp.status
     complaint = upstream_complaint(resp, op)
@@ -106,6 +107,8 @@ def status_failure(
     code, retryable, what, advice = _builtin(status)
     if status == 401 and no_credential:
         what, advice = "the upstream requires credentials", no_credential[0].upper() + no_credential[1:] + "."
+    elif status == 401 and refused:
+        what, advice = refused
     mode = _failure_mode(status, modes)
     if mode is not None:
         code_text = mode.code

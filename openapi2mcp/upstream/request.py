@@ -276,6 +276,8 @@ def _b64(value: Any, what: str, arg: str | None) -> bytes:
 def encode_body(spec: BodySpec, value: Any) -> EncodedBody:
     """Encode a body value for `spec.media_type`."""
     mt = spec.media_type.split(";")[0].strip().lower()
+    if spec.base64:
+        return EncodedBody(_b64(value, spec.arg or "body", spec.arg), spec.media_type)
     if is_json_media(mt):
         return EncodedBody(_json(value).encode(), spec.media_type)
     if mt == "application/x-www-form-urlencoded":
@@ -290,7 +292,7 @@ def encode_body(spec: BodySpec, value: Any) -> EncodedBody:
         if not isinstance(value, dict):
             raise _invalid(f"{spec.arg or 'body'}: a multipart body must be an object", spec.arg)
         return _multipart(spec, value)
-    if mt == "application/octet-stream":
+    if mt == "application/octet-stream" and isinstance(value, str):  # a Manifest from before `base64`
         return EncodedBody(_b64(value, spec.arg or "body", spec.arg), spec.media_type)
     # text/plain, XML, any other media type: a string is sent as-is, anything else as JSON.
     text = value if isinstance(value, str) else _json(value)

@@ -14,12 +14,15 @@ import logging
 import re
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, Final
 
 # Header names whose values are credentials even when they are not `auth`.
 SECRET_HEADER = re.compile(r"auth|key|token|secret|session|cookie|signature|credential|password", re.I)
 _MIN_SECRET = 6  # shorter values would be scrubbed out of ordinary data
+REMEMBERED: Final = 512  # secrets learnt while serving that are kept (Redactor.remember)
+_learn_lock = threading.Lock()
 
 
 class Redactor:
@@ -48,17 +51,42 @@ class Redactor:
             self._anchors = _anchors(self.secrets)
             self._byte_anchors = tuple(a.encode("ascii") for a in self._anchors) if self._anchors is not None else None
 
+        # Secrets learnt while serving (access tokens from a token endpoint, the callers' forwarded
+        # tokens), each its own small Redactor, the least recently used dropped past REMEMBERED.
+        self._learnt: OrderedDict[str, Redactor] = OrderedDict()
+
     def __bool__(self) -> bool:
-        return bool(self.secrets)
+        return bool(self.secrets) or bool(self._learnt)
+
+    def remember(self, secret: str) -> None:
+        """Redact `secret` too from now on (a token obtained while serving); kept while recently used."""
+        if len(secret) < _MIN_SECRET or secret in self.secrets:
+            return
+        with _learn_lock:
+            if secret in self._learnt:
+                self._learnt.move_to_end(secret)
+                return
+            self._learnt[secret] = Redactor({secret})
+            while len(self._learnt) > REMEMBERED:
+                self._learnt.popitem(last=False)
+
+    def _parts(self) -> tuple[Redactor, ...]:
+        return (self, *tuple(self._learnt.values())) if self._learnt else (self,)
 
     def _maybe(self, text: str) -> bool:
         return self._pattern is not None and (self._anchors is None or any(a in text for a in self._anchors))
 
     def text(self, text: str) -> str:
-        return self._pattern.sub("***", text) if self._pattern is not None and self._maybe(text) else text
+        for part in self._parts():
+            if part._pattern is not None and part._maybe(text):
+                text = part._pattern.sub("***", text)
+        return text
 
     def found(self, data: bytes | str) -> bool:
         """Whether `data` (raw bytes of a body, or text) holds a secret in any known form."""
+        return any(part._found(data) for part in self._parts())
+
+    def _found(self, data: bytes | str) -> bool:
         if isinstance(data, str):
             return self._maybe(data) and self._pattern is not None and self._pattern.search(data) is not None
         if self._bytes is None:
@@ -74,7 +102,7 @@ class Redactor:
         whether a secret occurs at all, so the node-by-node walk runs only for the rare body
         that has one (the pattern also knows the JSON-escaped forms the serialisation writes).
         """
-        if self._pattern is None:
+        if not self:
             return value
         try:
             text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 from urllib.parse import unquote
@@ -27,6 +27,7 @@ from openapi2mcp.manifest import (
     optional,
     template_vars,
 )
+from openapi2mcp.upstream.credentials import OAuthSettings
 from openapi2mcp.upstream.secrets import SECRET_HEADER, Redactor
 
 
@@ -51,6 +52,7 @@ class Settings:
     redactor: Redactor
     missing: str | None = None  # set when a secret is missing and calls must fail
     no_credential: str | None = None  # set when no credential is sent: why, and what to set
+    oauth: OAuthSettings | None = None  # a credential obtained while serving (credentials.py)
 
     @property
     def origin(self) -> tuple[str, str, int | None]:
@@ -127,6 +129,9 @@ def resolve_settings(spec: UpstreamSpec, env: Mapping[str, str], *, require_secr
             secrets.add(token)
             headers["Authorization"] = "Basic " + token
 
+    oauth = _oauth_settings(spec.auth, value) if spec.auth.dynamic else None
+    if oauth is not None and oauth.kind != "forward" and not (oauth.client_id and oauth.client_secret):
+        oauth = None  # `${X_CLIENT_SECRET:-}` not set: no credential is sent (a missing one is in `missing`)
     _check_header_values(headers, cookies, spec)
     if missing and require_secrets:
         raise ConfigError(missing[0])
@@ -138,8 +143,46 @@ def resolve_settings(spec: UpstreamSpec, env: Mapping[str, str], *, require_secr
         cookies=cookies,
         redactor=Redactor(secrets),
         missing=missing[0] if missing else None,
-        no_credential=None if sent else _no_credential(spec.auth),
+        no_credential=None if sent or oauth else _no_credential(spec.auth),
+        oauth=oauth,
     )
+
+
+def _oauth_settings(auth: AuthSpec, value: Callable[..., str]) -> OAuthSettings:
+    """The token endpoint and client of an OAuth `upstream.auth`, expanded; ConfigError for what cannot work."""
+    if auth.type == "forward":
+        return OAuthSettings(kind="forward", audience=value(auth.audience, "upstream.auth.audience", secret=False))
+    url = value(auth.token_url, "upstream.auth.token_url", secret=False)
+    if url:
+        _check_token_url(url, auth.token_url or "")
+
+    def optional_value(template: str | None, key: str) -> str | None:
+        return value(template, key, secret=False) if template else None
+
+    return OAuthSettings(
+        kind=auth.type, token_url=url,
+        client_id=value(auth.client_id, "upstream.auth.client_id", secret=False),
+        client_secret=value(auth.client_secret, "upstream.auth.client_secret", secret=True),
+        scopes=tuple(auth.scopes), audience=optional_value(auth.audience, "upstream.auth.audience"),
+        resource=optional_value(auth.resource, "upstream.auth.resource"), auth_method=auth.auth_method,
+    )
+
+
+_LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def _check_token_url(url: str, template: str) -> None:
+    """An absolute https URL (http only on loopback): the client secret travels in the request."""
+    try:
+        parsed = httpx2.URL(url)
+    except Exception:
+        raise ConfigError(f"upstream.auth.token_url is not a valid URL: {template!r}") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host or parsed.userinfo:
+        raise ConfigError(f"upstream.auth.token_url must be an absolute http(s) URL without user:password@, "
+                          f"got {template!r}")
+    if parsed.scheme == "http" and parsed.host not in _LOOPBACK_HOSTS:
+        raise ConfigError(f"upstream.auth.token_url must be https ({template!r} is plain http to "
+                          f"{parsed.host}): the client secret and the tokens would cross the network unencrypted")
 
 
 _ENV_TOKEN: Final = "OPENAPI2MCP_TOKEN"
@@ -168,7 +211,8 @@ def _no_credential(auth: AuthSpec) -> str:
                 f"bearer token) or {_ENV_USER} and {_ENV_PASSWORD} (basic auth), or upstream.auth in an overlay")
     if auth.type == "none":
         return "no credential is configured (upstream.auth is none); set upstream.auth in the overlay"
-    names = list(dict.fromkeys(n for t in (auth.value, auth.username, auth.password) if t for n in template_vars(t)))
+    names = list(dict.fromkeys(n for t in (auth.value, auth.username, auth.password, auth.client_id, auth.client_secret)
+                               if t for n in template_vars(t)))
     return ("no credential was sent: " + (" and ".join(names) + " is not set" if len(names) == 1 else
                                           " and ".join(names) + " are not set") if names else
             "no credential was sent: upstream.auth is empty")
