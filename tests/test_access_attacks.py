@@ -290,12 +290,13 @@ def test_unfinished_requests_are_timed_out(auth_server: HttpServer) -> None:
     kept.sendall(b"GET /healthz HTTP/1.1\r\n")
     sockets.append(kept)
     drip = socket.create_connection(("127.0.0.1", auth_server.port))  # a byte at a time does not extend it
+    drip.sendall(b"POST /mcp HTTP/1.1\r\nX-Drip: ")  # a well-formed start (a parser refuses garbage sooner)
     deadline = time.monotonic() + 60
     dripped = b""
     drip.settimeout(0.25)
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError):  # the server may have closed it already
-            drip.sendall(b"P")
+            drip.sendall(b"a")
         try:
             dripped = drip.recv(4096)
             break
@@ -314,6 +315,20 @@ def test_unfinished_requests_are_timed_out(auth_server: HttpServer) -> None:
     assert "because the request's headers did not arrive within 2 s" in stderr
     assert "because the request's body did not arrive within 2 s" in stderr
     assert "Traceback" not in stderr
+
+
+def test_request_headers_are_capped(auth_server: HttpServer) -> None:
+    """A request line and headers past 16 KiB are answered 400 and the connection closed; 8 KiB pass."""
+    host = f"Host: 127.0.0.1:{auth_server.port}\r\n".encode()
+    for size, status in ((8 * 1024, b"200"), (17 * 1024, b"400")):
+        with socket.create_connection(("127.0.0.1", auth_server.port)) as sock:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\n" + host + b"Connection: close\r\nX-Filler: " + b"a" * size
+                         + b"\r\n\r\n")
+            answer = _drain(sock, time.monotonic() + 5)
+        assert answer.startswith(b"HTTP/1.1 " + status), (size, answer[:80])
+        if status == b"400":
+            assert not answer.endswith(b"<still open>")  # closed
+    assert auth_server.health()["status"] == "ok"
 
 
 @pytest.mark.anyio

@@ -42,8 +42,9 @@ RUNTIME_MODULES: Final = ("errors", "manifest", "result", "runtime", "serving", 
 # openapi2mcp-tools' dependencies the run-time modules import (tests/test_build.py checks every
 # third-party import of those modules is in their closure, and each is imported).
 RUNTIME_REQUIRES: Final = ("httpx2", "jmespath", "jsonschema", "mcp", "prometheus-client", "pydantic", "pyjwt",
-                           "pyyaml", "rfc3339-validator", "starlette", "uvicorn")
-LOADED_BY_LIBRARIES: Final = {"rfc3339-validator": "jsonschema, for the date-time format check"}  # never imported by us
+                           "pyyaml", "rfc3339-validator", "starlette", "uvicorn", "uvloop", "httptools")
+LOADED_BY_LIBRARIES: Final = {"rfc3339-validator": "jsonschema, for the date-time format check",  # never imported by us
+                              "httptools": "uvicorn, for its C HTTP parser (runtime/httpguard.py)"}
 
 # openapi2mcp-tools' extras that the runtime offers too, with their own dependencies (optional
 # imports: the run-time modules load them only when the feature is used, e.g. `--state redis://`).
@@ -106,7 +107,8 @@ def runtime_requires(tools_requires: Iterable[str]) -> list[str]:
     picked: dict[str, str] = {}
     for requirement in map(Requirement, tools_requires):
         requirement.name = canonicalize_name(requirement.name)  # a pyproject's and a METADATA's spelling agree
-        if requirement.name in RUNTIME_REQUIRES and requirement.marker is None:
+        # a platform marker stays (uvloop: not on Windows); a requirement of an extra is not the runtime's
+        if requirement.name in RUNTIME_REQUIRES and (requirement.marker is None or "extra" not in str(requirement.marker)):
             picked[requirement.name] = str(requirement)
     missing = sorted(set(RUNTIME_REQUIRES) - set(picked))
     if missing:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from openapi2mcp.runtime.core import Runtime
     from openapi2mcp.runtime.gone import client_gone, describe, leaves
     from openapi2mcp.runtime.http import http_app, serve_http, transport_security
-    from openapi2mcp.runtime.httpguard import GuardedH11, uvicorn_settings
+    from openapi2mcp.runtime.httpguard import GuardedH11, GuardedHttp, uvicorn_settings
     from openapi2mcp.runtime.logs import JsonFormatter, configure_logging
     from openapi2mcp.runtime.signing import SIGNING_KEY_VAR
     from openapi2mcp.runtime.state import STATE_URL_VAR
@@ -51,6 +51,7 @@ _LAZY = {
     "transport_security": "openapi2mcp.runtime.http",
     "uvicorn_settings": "openapi2mcp.runtime.httpguard",
     "GuardedH11": "openapi2mcp.runtime.httpguard",
+    "GuardedHttp": "openapi2mcp.runtime.httpguard",
     "client_gone": "openapi2mcp.runtime.gone",
     "describe": "openapi2mcp.runtime.gone",
     "leaves": "openapi2mcp.runtime.gone",
@@ -79,6 +80,7 @@ __all__ = [
     "STATE_URL_VAR",
     "AuthOptions",
     "GuardedH11",
+    "GuardedHttp",
     "HttpLimits",
     "HttpOptions",
     "JsonFormatter",

@@ -63,43 +63,18 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 # ============================================================================ unfinished requests
 
 
-class GuardedH11(H11Protocol):
-    """uvicorn's h11 protocol with deadlines for a request's headers and for its body."""
+class _Deadlines:
+    """The deadlines of a request's headers and of its body, for either of uvicorn's HTTP protocols."""
 
     header_timeout: float = HttpLimits.header_timeout
     body_timeout: float = HttpLimits.body_timeout
 
     _deadline: asyncio.TimerHandle | None = None
     _phase: str | None = None  # "headers" or "body": what the armed deadline waits for
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self._watch("headers")  # a connection that sends nothing is held no longer than a slow one
-
-    def data_received(self, data: bytes) -> None:
-        super().data_received(data)
-        self._track(data_pending=True)
-
-    def on_response_complete(self) -> None:
-        super().on_response_complete()  # arms the keep-alive timeout; may start a pipelined request
-        self._track(data_pending=bool(self.conn.trailing_data[0]))
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._cancel()
-        super().connection_lost(exc)
-
-    def _track(self, *, data_pending: bool) -> None:
-        """Arm the deadline of what the client owes now; the app's own time is not limited here."""
-        if self.transport.is_closing():
-            self._cancel()
-            return
-        state = self.conn.their_state
-        if state is h11.SEND_BODY:
-            self._watch("body")
-        elif state is h11.IDLE and data_pending:  # part of a request line or headers
-            self._watch("headers")
-        else:  # the request is in (the app answers), or the connection idles (keep-alive timeout)
-            self._cancel()
+    loop: asyncio.AbstractEventLoop
+    transport: asyncio.Transport
+    cycle: Any
+    client: tuple[str, int] | None
 
     def _watch(self, phase: str) -> None:
         if self._phase == phase:
@@ -131,10 +106,99 @@ class GuardedH11(H11Protocol):
         self.transport.close()
 
 
+class GuardedH11(_Deadlines, H11Protocol):
+    """uvicorn's h11 protocol with deadlines for a request's headers and for its body."""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._watch("headers")  # a connection that sends nothing is held no longer than a slow one
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        self._track(data_pending=True)
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()  # arms the keep-alive timeout; may start a pipelined request
+        self._track(data_pending=bool(self.conn.trailing_data[0]))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel()
+        super().connection_lost(exc)
+
+    def _track(self, *, data_pending: bool) -> None:
+        """Arm the deadline of what the client owes now; the app's own time is not limited here."""
+        if self.transport.is_closing():
+            self._cancel()
+            return
+        state = self.conn.their_state
+        if state is h11.SEND_BODY:
+            self._watch("body")
+        elif state is h11.IDLE and data_pending:  # part of a request line or headers
+            self._watch("headers")
+        else:  # the request is in (the app answers), or the connection idles (keep-alive timeout)
+            self._cancel()
+
+
+def _httptools_protocol() -> type[asyncio.Protocol] | None:
+    """uvicorn's httptools protocol with the same deadlines and header cap as GuardedH11; None without httptools.
+
+    httptools (llhttp, in C) parses a request in a fraction of h11's time. Its parser calls back at
+    each step, which is where the deadlines are armed: the first byte of a request starts its
+    headers' deadline, the end of the headers its body's, the whole request stops the clock.
+    """
+    try:
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    except ImportError:  # httptools is not installed
+        return None
+
+    class GuardedHttpTools(_Deadlines, HttpToolsProtocol):
+        _head_bytes = 0  # of the request line and headers so far (capped like h11's at MAX_HEADER_BYTES)
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._watch("headers")  # a connection that sends nothing is held no longer than a slow one
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._cancel()
+            super().connection_lost(exc)
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._head_bytes = 0
+            self._watch("headers")
+
+        def on_url(self, url: bytes) -> None:
+            self._count(len(url))
+            super().on_url(url)
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            self._count(len(name) + len(value) + 4)
+            super().on_header(name, value)
+
+        def on_headers_complete(self) -> None:
+            super().on_headers_complete()
+            self._watch("body")
+
+        def on_message_complete(self) -> None:
+            super().on_message_complete()
+            self._cancel()  # the request is in: the app answers in its own time
+
+        def _count(self, n: int) -> None:
+            self._head_bytes += n
+            if self._head_bytes > MAX_HEADER_BYTES:  # raised in a parser callback: answered 400 and closed
+                raise ValueError("request line and headers too large")
+
+    return GuardedHttpTools
+
+
+GuardedHttpTools: Final = _httptools_protocol()
+GuardedHttp: Final[type[asyncio.Protocol]] = GuardedHttpTools or GuardedH11  # what uvicorn_settings serves with
+
+
 def uvicorn_settings(limits: HttpLimits) -> dict[str, Any]:
-    """The `uvicorn.Config` keyword arguments that apply `limits`."""
-    protocol = type("GuardedH11", (GuardedH11,), {"header_timeout": limits.header_timeout,
-                                                  "body_timeout": limits.body_timeout})
+    """The `uvicorn.Config` keyword arguments that apply `limits`, on httptools when it is installed."""
+    protocol = type(GuardedHttp.__name__, (GuardedHttp,), {"header_timeout": limits.header_timeout,
+                                             "body_timeout": limits.body_timeout})
     return {
         "http": protocol,
         "timeout_keep_alive": limits.keep_alive_timeout,

@@ -174,7 +174,8 @@ def serve(
             return
         app = http_app_for(runtime, options, env, metrics)
         anyio.run(_alongside, _serve_uvicorn(app, options.host, options.port, options.log_level, options.http_limits,
-                                             json_logs=options.log_format == "json"), beside, runtime)
+                                             json_logs=options.log_format == "json"), beside, runtime,
+                  backend_options=fast_loop())
     finally:
         if provider is not None:
             provider.shutdown()  # the spans still batched are exported
@@ -406,6 +407,16 @@ def local_scopes(text: str | None) -> frozenset[str] | None:
         return parse_scopes(text)
     except ValueError as e:
         raise ConfigError(f"--scopes / {SCOPES_VAR}: {e}") from None
+
+
+def fast_loop() -> dict[str, Any]:
+    """anyio's asyncio options for serving HTTP: uvloop (libuv, in C) when it is installed, as uvicorn's
+    loop="auto" would pick; it runs the same code with a fraction of asyncio's own cost per request."""
+    try:
+        import uvloop  # noqa: F401  (a dependency on Linux and macOS; absent on Windows)
+    except ImportError:
+        return {}
+    return {"use_uvloop": True}
 
 
 async def _serve_uvicorn(app: ASGIApp, host: str, port: int, log_level: str, limits: HttpLimits, *,

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from openapi2mcp.runtime import GuardedH11
+from openapi2mcp.runtime import GuardedHttp
 from openapi2mcp.serving.options import RunOptions
 
 if TYPE_CHECKING:
@@ -40,9 +40,10 @@ if TYPE_CHECKING:
 WORKER_VAR: Final = "_OPENAPI2MCP_WORKER"  # internal: the parent's run file, for each worker (not a setting)
 
 
-class WorkerH11(GuardedH11):
-    """The request deadlines of httpguard.py in a worker: uvicorn hands its protocol class to the workers by
-    import string, so it is this module's class, given this run's deadlines by `worker_app` before it serves."""
+# The request deadlines of httpguard.py in a worker: uvicorn hands its protocol class to the workers by
+# import string, so it is this module's class (httptools' protocol when installed, else h11's), given this
+# run's deadlines by `worker_app` before it serves.
+WorkerHttp: Any = type("WorkerHttp", (GuardedHttp,), {})
 
 
 def serve_workers(manifest: Manifest, options: RunOptions, env: Mapping[str, str]) -> None:
@@ -61,7 +62,7 @@ def serve_workers(manifest: Manifest, options: RunOptions, env: Mapping[str, str
         if options.state:
             os.environ[STATE_URL_VAR] = options.state
         os.environ[WORKER_VAR] = str(run)
-        settings = {**uvicorn_settings(options.http_limits), "http": f"{__name__}:WorkerH11"}  # a class by name
+        settings = {**uvicorn_settings(options.http_limits), "http": f"{__name__}:WorkerHttp"}  # a class by name
         uvicorn.run(f"{__name__}:worker_app", factory=True, workers=options.workers, host=options.host,
                     port=options.port, log_level=options.log_level.lower(), lifespan="on",
                     timeout_graceful_shutdown=10, server_header=False, **settings)
@@ -78,8 +79,8 @@ def worker_app() -> Any:
     with open(os.environ[WORKER_VAR], "rb") as run:
         manifest_json, options = pickle.load(run)  # written by serve_workers, in a folder only this user reads
     configure_logging(options.log_level, options.log_format)
-    WorkerH11.header_timeout = options.http_limits.header_timeout
-    WorkerH11.body_timeout = options.http_limits.body_timeout
+    WorkerHttp.header_timeout = options.http_limits.header_timeout
+    WorkerHttp.body_timeout = options.http_limits.body_timeout
     env = dict(os.environ)
     manifest = Manifest.from_json(manifest_json)
     provider = tracer_provider(manifest, options, env, "worker")  # each process exports its own spans

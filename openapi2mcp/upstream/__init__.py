@@ -12,6 +12,7 @@ from openapi2mcp.upstream.request import EncodedBody, Evaluate, Prepared, check_
 from openapi2mcp.upstream.response import Payload, UpstreamResponse, is_json_media
 from openapi2mcp.upstream.secrets import SECRET_HEADER, Redactor
 from openapi2mcp.upstream.settings import ConfigError, relative_server_notice
+from openapi2mcp.upstream.transport import KeepAliveTransport
 
 __all__ = [
     "CALLER_TOKEN",
@@ -22,6 +23,7 @@ __all__ = [
     "ConfigError",
     "EncodedBody",
     "Evaluate",
+    "KeepAliveTransport",
     "Observe",
     "Payload",
     "Prepared",

@@ -4,13 +4,15 @@
 sent, retried when retry.py allows, every attempt recorded as provenance, an answer that is not
 2xx raised as its stable error (failures.py), the body decoded (response.py). No automatic
 redirects: a few same-origin ones are followed for GET/HEAD; the body is streamed and refused past
-`max_response_bytes`. The HTTP transport is injectable (`transport=`) for unit tests of one function.
+`max_response_bytes`. The wire is transport.py's `KeepAliveTransport` (httpx2's own when a proxy is
+configured); the HTTP transport is injectable (`transport=`) for unit tests of one function.
 """
 
 from __future__ import annotations
 
 import itertools
 import time
+import urllib.request
 from collections.abc import Mapping
 from contextvars import ContextVar
 from typing import Any, Final
@@ -36,6 +38,7 @@ from openapi2mcp.upstream.request import (
 from openapi2mcp.upstream.response import Payload, UpstreamResponse, clip_quote, decode
 from openapi2mcp.upstream.secrets import Redactor, redact_logs
 from openapi2mcp.upstream.settings import origin, resolve_settings
+from openapi2mcp.upstream.transport import KeepAliveTransport
 
 MAX_REDIRECTS: Final = 3
 
@@ -111,14 +114,19 @@ class Upstream:
     def client(self) -> httpx2.AsyncClient:
         if self._client is None:
             t = self.spec.timeout
+            # under the common 5 s keep-alive of servers (uvicorn, Node): reuse only connections
+            # the upstream has not yet closed
+            limits = httpx2.Limits(keepalive_expiry=4.0)
+            transport = self.transport
+            if transport is None and not urllib.request.getproxies():  # httpx2's own transport goes by proxies
+                transport = KeepAliveTransport(ssl_context=httpx2.create_ssl_context(verify=self.spec.verify_tls),
+                                               limits=limits)
             self._client = httpx2.AsyncClient(
                 timeout=httpx2.Timeout(t.read, connect=t.connect, pool=t.connect),
-                # under the common 5 s keep-alive of servers (uvicorn, Node): reuse only connections
-                # the upstream has not yet closed
-                limits=httpx2.Limits(keepalive_expiry=4.0),
+                limits=limits,
                 verify=self.spec.verify_tls,
                 follow_redirects=False,  # redirects are followed by hand, same origin only
-                transport=self.transport,
+                transport=transport,
             )
         return self._client
 
