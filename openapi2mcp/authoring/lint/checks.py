@@ -14,7 +14,7 @@ from openapi2mcp.authoring.lint.text import (
     similar,
     stated_bounds,
 )
-from openapi2mcp.authoring.lint.views import BranchView, LintContext, ToolView
+from openapi2mcp.authoring.lint.views import BranchView, LintContext, ToolView, for_model
 from openapi2mcp.authoring.paging import is_page_size, spec_paging
 from openapi2mcp.authoring.risk import admin_reason, danger_reason
 from openapi2mcp.authoring.writer import flow_line
@@ -169,7 +169,7 @@ def token_budget(ctx: LintContext) -> Iterator[Hit]:
     tokens = max(1, round(size / 4))
     if tokens <= ctx.options.max_tokens:
         return
-    sizes = sorted(((len(json.dumps(d, ensure_ascii=False).encode()), d["name"]) for d in ctx.definitions),
+    sizes = sorted(((len(json.dumps(for_model(d), ensure_ascii=False).encode()), d["name"]) for d in ctx.definitions),
                    reverse=True)[:3]
     biggest = ", ".join(f"{n} ~{max(1, round(s / 4)):,}" for s, n in sizes)
     yield Hit(f"tools/list is ~{tokens:,} tokens ({size:,} bytes / 4), over the budget of "

@@ -113,7 +113,12 @@ class LintContext:
         return [t.spec.definition() for t in self.listed]
 
     def listing_bytes(self) -> int:
-        return len(json.dumps({"tools": self.definitions}, ensure_ascii=False).encode())
+        """The bytes of tools/list that reach the model: `_meta` (the contract) is for the host, not the prompt."""
+        return len(json.dumps({"tools": [for_model(d) for d in self.definitions]}, ensure_ascii=False).encode())
+
+
+def for_model(definition: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in definition.items() if k != "_meta"}
 
 
 def build_context(project: CompiledFiles, options: LintOptions) -> LintContext:
