@@ -870,7 +870,9 @@ async def test_whole_bodies_of_bytes_are_base64_and_structured_octet_bodies_json
                       "/echo/a": post("notes", "text/plain", {"type": "string", "format": "binary"}),
                       "/echo/b": post("connect", "application/octet-stream", {"type": "object", "required": [
                           "Container"], "properties": {"Container": {"type": "string"}}}),
-                      "/echo/c": post("text", "text/plain", {"type": "string"})}}
+                      "/echo/c": post("text", "text/plain", {"type": "string"}),
+                      "/echo/d": post("html", "text/plain", {"type": "string", "contentMediaType": "text/html"}),
+                      "/echo/e": post("b64", "text/plain", {"type": "string", "contentEncoding": "base64"})}}
     compiled = compile_text(tmp_path, spec, all_operations=True)
     m = compiled.manifest
     image = compiled_tool(compiled, "image").input_schema["properties"]["body"]
@@ -888,3 +890,6 @@ async def test_whole_bodies_of_bytes_are_base64_and_structured_octet_bodies_json
     text = compiled_tool(compiled, "text").input_schema["properties"]["body"]
     assert "contentEncoding" not in text  # text stays text
     assert seen(await call(m, "text", {"body": "plain words"}))["body"] == "plain words"
+    # 3.1: text content, or a body that is already base64 text, is sent as the model wrote it
+    assert seen(await call(m, "html", {"body": "<p>hi</p>"}))["body"] == "<p>hi</p>"
+    assert seen(await call(m, "b64", {"body": "aGk="}))["body"] == "aGk="

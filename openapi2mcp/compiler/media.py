@@ -36,16 +36,23 @@ _BINARY_TYPES = frozenset({
 def sends_bytes(media: str, schema: dict[str, object]) -> bool:
     """A whole request body of raw bytes (a file upload, a tar archive): the model gives it base64.
 
-    Binary by the schema (`format: binary`, OpenAPI 3.1's `contentMediaType` / `contentEncoding`) in any
-    media type, or a string (or schema-less) body in a binary media type. An object or array schema
-    under `application/octet-stream` (Docker's specs declare JSON bodies so) is JSON, not bytes.
+    Binary by the schema (`format: binary`; OpenAPI 3.1's `contentMediaType` of a non-text type) in any
+    media type, or a string (or schema-less) body in a binary media type. A `contentEncoding` says the
+    body is already that encoding's text: it is sent as written. An object or array schema under
+    `application/octet-stream` (Docker's specs declare JSON bodies so) is JSON, not bytes.
     """
     base = media.split(";")[0].strip().lower()
-    if is_json(base) or base in _FORMS:
+    if is_json(base) or base in _FORMS or "contentEncoding" in schema:
         return False
-    if schema.get("format") == "binary" or "contentMediaType" in schema or "contentEncoding" in schema:
+    content = schema.get("contentMediaType")
+    if schema.get("format") == "binary" or (isinstance(content, str) and not _is_text(content)):
         return True
     if base not in _BINARY_TYPES and not base.startswith(_BINARY_PREFIXES):
         return False
     kind = schema.get("type")
     return kind in (None, "string") and "properties" not in schema and "items" not in schema
+
+
+def _is_text(media: str) -> bool:
+    base = media.split(";")[0].strip().lower()
+    return base.startswith("text/") or is_json(base) or base.endswith(("+xml", "/xml"))
