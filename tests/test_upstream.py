@@ -893,3 +893,28 @@ async def test_whole_bodies_of_bytes_are_base64_and_structured_octet_bodies_json
     # 3.1: text content, or a body that is already base64 text, is sent as the model wrote it
     assert seen(await call(m, "html", {"body": "<p>hi</p>"}))["body"] == "<p>hi</p>"
     assert seen(await call(m, "b64", {"body": "aGk="}))["body"] == "aGk="
+
+
+@pytest.mark.anyio
+async def test_a_get_rated_as_a_write_is_not_retried_without_a_key(upstream: str) -> None:
+    """Specs declare writes as GET (`GET /views.publish`): at risk medium or above the overlay says it writes,
+    so it is retried like a POST (never without a key), and its contract says `idempotency: none`."""
+    from openapi2mcp.manifest import Branch, RetrySpec, Step, ToolSpec, changes_state
+    from openapi2mcp.manifest.contract import tool_contract
+    from tests.runtime_upstream import schema_for
+
+    def get_tool(name: str, risk: Any) -> ToolSpec:
+        o = op("GET", "/status/503")
+        return ToolSpec(name=name, description="GET /status/503", input_schema=schema_for(o),
+                        retries=RetrySpec(max_attempts=3, backoff=0.01),
+                        branches=[Branch(key="default", risk=risk, steps=[Step(id="call", operation=o)])])
+
+    read, publish = get_tool("read", "low"), get_tool("publish", "medium")
+    m = manifest(upstream, read, publish)
+    assert len((await call(m, "read", {}))["_meta"]["openapi2mcp/requests"]) == 3  # a read: retried
+    [once] = (await call(m, "publish", {}))["_meta"]["openapi2mcp/requests"]
+    assert once["status"] == 503 and "retried" not in once
+    assert not changes_state(read.branches[0].steps[0].operation, "low")
+    assert changes_state(publish.branches[0].steps[0].operation, "medium")
+    assert tool_contract(read).wire()["idempotency"] == "safe"
+    assert tool_contract(publish).wire()["idempotency"] == "none"

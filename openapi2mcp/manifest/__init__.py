@@ -61,6 +61,7 @@ from openapi2mcp.manifest.model import (
 from openapi2mcp.manifest.policy import (
     NEVER_FORWARDED,
     ResourcePolicy,
+    changes_state,
     needs_confirmation,
     parse_scopes,
     resource_policy,
@@ -121,6 +122,7 @@ __all__ = [
     "UriTemplate",
     "VariantContract",
     "builtin_failure",
+    "changes_state",
     "compile_schema",
     "contract_json_schema",
     "default_burst",

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from openapi2mcp.errors import ErrorCode
 from openapi2mcp.manifest.failures import KINDS_OF_STATUS, status_outcome
 from openapi2mcp.manifest.model import IDEMPOTENT_METHODS, RISK_ORDER, SAFE_METHODS, Branch, Risk, ToolSpec
-from openapi2mcp.manifest.policy import needs_confirmation, step_up_scope
+from openapi2mcp.manifest.policy import changes_state, needs_confirmation, step_up_scope
 
 CONTRACT_KEY: Final = "openapi2mcp/contract"
 CONTRACT_VERSION: Final = 1
@@ -187,12 +187,13 @@ def _branch_contract(branch: Branch, ctx: ContractContext, failures: Failures) -
 
 
 def _idempotency(branch: Branch) -> Idempotency:
-    methods = {s.operation.method for s in branch.steps}
-    if methods <= SAFE_METHODS:
+    writes = [s.operation.method.upper() for s in branch.steps if changes_state(s.operation, branch.risk)]
+    if not writes:
         return "safe"
     if branch.idempotency is not None:
         return "keyed"
-    return "idempotent" if methods <= IDEMPOTENT_METHODS else "none"
+    # PUT and DELETE are idempotent by HTTP's rules; a GET rated as a write (policy.changes_state) is not known to be
+    return "idempotent" if all(m in IDEMPOTENT_METHODS - SAFE_METHODS for m in writes) else "none"
 
 
 def _tool_failures(tool: ToolSpec, ctx: ContractContext, limited: bool) -> Failures:

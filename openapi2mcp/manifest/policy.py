@@ -12,7 +12,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from openapi2mcp.manifest.model import RISK_ORDER, Branch, OperationSpec, ParamSpec, ResourceSpec, ToolSpec
+from openapi2mcp.manifest.model import (
+    RISK_ORDER,
+    SAFE_METHODS,
+    Branch,
+    OperationSpec,
+    ParamSpec,
+    ResourceSpec,
+    Risk,
+    ToolSpec,
+)
 
 STEP_UP_SUFFIX: Final = ":step-up"
 
@@ -51,6 +60,13 @@ def step_up_scope(tool: ToolSpec) -> str | None:
         return tool.step_up_scope
     base = tool.permissions[0] if tool.permissions else tool.name
     return base + STEP_UP_SUFFIX
+
+
+def changes_state(op: OperationSpec, risk: Risk) -> bool:
+    """Whether a request may change something: a method that is not safe, or a safe one the overlay rates
+    medium or above (seed 002's medium creates state; specs do declare writes as GET, `GET /views.publish`).
+    Such a request gets its audit attempt line first, is never run by a dry run and is retried only with a key."""
+    return op.method.upper() not in SAFE_METHODS or RISK_ORDER[risk] >= RISK_ORDER["medium"]
 
 
 def needs_confirmation(branch: Branch) -> bool:

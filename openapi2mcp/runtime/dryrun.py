@@ -17,9 +17,9 @@ from openapi2mcp.manifest import (
     DRY_RUN_ARG,
     DRY_RUN_INTERNAL_ARG,
     DRY_RUN_TOKEN_ARG,
-    SAFE_METHODS,
     Branch,
     ResponseSpec,
+    changes_state,
     needs_confirmation,
 )
 from openapi2mcp.runtime.admission import Plan
@@ -73,7 +73,7 @@ async def dry_run(
                     preview = steps.upstream.redactor.value(payload.value)
                 elif payload.kind == "text":
                     preview = steps.upstream.redactor.text(payload.value)
-            elif op.method.upper() in SAFE_METHODS and multi:  # a read a later step needs: run it
+            elif not changes_state(op, branch.risk) and multi:  # a read a later step needs: run it
                 resp, payload = await steps.fetch(plan, op, real, evaluate, step.id)
                 context["steps"][step.id] = step_value(payload, resp.status)
             else:

@@ -17,7 +17,7 @@ import mcp_types as types
 
 from openapi2mcp import result as results
 from openapi2mcp.errors import ErrorCode, ToolFailure
-from openapi2mcp.manifest import SAFE_METHODS, Branch, OperationSpec
+from openapi2mcp.manifest import Branch, OperationSpec, changes_state
 from openapi2mcp.runtime.admission import Plan
 from openapi2mcp.runtime.audit import Auditor
 from openapi2mcp.runtime.resources import Catalog
@@ -39,10 +39,12 @@ class Steps:
         self, plan: Plan, op: OperationSpec, arguments: Mapping[str, Any], evaluate: Evaluate, step: str | None = None
     ) -> tuple[UpstreamResponse, Payload]:
         """One upstream request of this call (`Upstream.fetch`), after the audit attempt line of a write."""
-        if op.method.upper() not in SAFE_METHODS and not plan.dry_run:
+        writes = changes_state(op, plan.branch.risk)
+        if writes and not plan.dry_run:
             self.auditor.attempt(plan.record)  # AuditError: not sent
         return await self.upstream.fetch(op, arguments, evaluate, requests=plan.record.requests, headers=plan.headers,
-                                         retries=plan.tool.retries, failure_modes=plan.tool.failure_modes, step=step)
+                                         retries=plan.tool.retries, failure_modes=plan.tool.failure_modes, step=step,
+                                         writes=writes)
 
     async def run_steps(
         self, tool: Tool, branch: Branch, arguments: dict[str, Any], plan: Plan

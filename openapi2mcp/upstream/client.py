@@ -207,7 +207,7 @@ class Upstream:
     async def fetch(
         self, op: OperationSpec, inputs: Mapping[str, Any], evaluate: Evaluate, *,
         requests: list[dict[str, Any]], headers: Mapping[str, str] | None = None, retries: RetrySpec | None = None,
-        failure_modes: Mapping[str, FailureMode] | None = None, step: str | None = None,
+        failure_modes: Mapping[str, FailureMode] | None = None, step: str | None = None, writes: bool = False,
     ) -> tuple[UpstreamResponse, Payload]:
         """One operation as tool steps and resource reads run it, start to finish.
 
@@ -217,7 +217,7 @@ class Upstream:
         stable error (`failure_modes` first); the body comes back decoded.
         """
 
-        plan = retry.plan(op.method, keyed=bool(headers), tool=retries, upstream=self.spec.retries)
+        plan = retry.plan(op.method, keyed=bool(headers), tool=retries, upstream=self.spec.retries, writes=writes)
 
         def retried(entry: dict[str, Any]) -> None:
             shown = {"operation": op.id, "method": op.method.upper(), **entry, "retried": True}
@@ -238,7 +238,7 @@ class Upstream:
 
         try:
             resp = await retry.send(attempt, plan, on_retry=retried)
-            repeatable = op.method.upper() in IDEMPOTENT_METHODS or bool(headers)
+            repeatable = (op.method.upper() in IDEMPOTENT_METHODS and not writes) or bool(headers)
             if resp.status == 401 and used and repeatable and await self._renewed(used[-1]):
                 # the token was revoked or expired early: sent once more with a new one
                 retried({**resp.provenance(), "attempt": 1, "token_renewed": True})

@@ -32,17 +32,19 @@ from typing import Any, Final
 import anyio
 
 from openapi2mcp.errors import ErrorCode, ToolFailure
-from openapi2mcp.manifest import IDEMPOTENT_METHODS, RetrySpec
+from openapi2mcp.manifest import IDEMPOTENT_METHODS, SAFE_METHODS, RetrySpec
 from openapi2mcp.upstream.response import UpstreamResponse, retry_after
 
 RETRY_STATUSES: Final = frozenset({429, 502, 503, 504})
 _RETRIED_FAILURES: Final = frozenset({ErrorCode.UPSTREAM_UNAVAILABLE, ErrorCode.UPSTREAM_TIMEOUT})
 
 
-def plan(method: str, *, keyed: bool, tool: RetrySpec | None, upstream: RetrySpec | None) -> RetrySpec | None:
-    """How one request is retried (None: it is sent once)."""
+def plan(method: str, *, keyed: bool, tool: RetrySpec | None, upstream: RetrySpec | None,
+         writes: bool = False) -> RetrySpec | None:
+    """How one request is retried (None: it is sent once). `writes`: a safe method the overlay rates as a
+    write (manifest.changes_state), whose idempotency nobody knows: like a POST, only with a key."""
     method = method.upper()
-    if method not in IDEMPOTENT_METHODS and not keyed:
+    if (method not in IDEMPOTENT_METHODS or (writes and method in SAFE_METHODS)) and not keyed:
         return None
     spec = tool or upstream or (RetrySpec() if keyed else None)
     return spec if spec is not None and spec.max_attempts > 1 else None
