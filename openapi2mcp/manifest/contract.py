@@ -187,7 +187,7 @@ def _branch_contract(branch: Branch, ctx: ContractContext, failures: Failures) -
 
 
 def _idempotency(branch: Branch) -> Idempotency:
-    writes = [s.operation.method.upper() for s in branch.steps if changes_state(s.operation, branch.risk)]
+    writes = [s.operation.method.upper() for s in branch.steps if changes_state(branch, s.operation)]
     if not writes:
         return "safe"
     if branch.idempotency is not None:

@@ -19,7 +19,6 @@ from openapi2mcp.manifest.model import (
     OperationSpec,
     ParamSpec,
     ResourceSpec,
-    Risk,
     ToolSpec,
 )
 
@@ -62,11 +61,14 @@ def step_up_scope(tool: ToolSpec) -> str | None:
     return base + STEP_UP_SUFFIX
 
 
-def changes_state(op: OperationSpec, risk: Risk) -> bool:
-    """Whether a request may change something: a method that is not safe, or a safe one the overlay rates
-    medium or above (seed 002's medium creates state; specs do declare writes as GET, `GET /views.publish`).
-    Such a request gets its audit attempt line first, is never run by a dry run and is retried only with a key."""
-    return op.method.upper() not in SAFE_METHODS or RISK_ORDER[risk] >= RISK_ORDER["medium"]
+def changes_state(branch: Branch, op: OperationSpec) -> bool:
+    """Whether a request of `branch` may change something: a method that is not safe, or the one operation of a
+    branch the overlay rates medium or above (seed 002's medium creates state; specs do declare writes as GET,
+    `GET /views.publish`; a chain's risk is that of its writes, so its GET steps stay reads). Such a request gets
+    its audit attempt line first, is never run by a dry run and is retried only with a key."""
+    if op.method.upper() not in SAFE_METHODS:
+        return True
+    return len(branch.steps) == 1 and RISK_ORDER[branch.risk] >= RISK_ORDER["medium"]
 
 
 def needs_confirmation(branch: Branch) -> bool:

@@ -73,7 +73,7 @@ async def dry_run(
                     preview = steps.upstream.redactor.value(payload.value)
                 elif payload.kind == "text":
                     preview = steps.upstream.redactor.text(payload.value)
-            elif not changes_state(op, branch.risk) and multi:  # a read a later step needs: run it
+            elif not changes_state(branch, op) and multi:  # a read a later step needs: run it
                 resp, payload = await steps.fetch(plan, op, real, evaluate, step.id)
                 context["steps"][step.id] = step_value(payload, resp.status)
             else:

@@ -39,7 +39,7 @@ class Steps:
         self, plan: Plan, op: OperationSpec, arguments: Mapping[str, Any], evaluate: Evaluate, step: str | None = None
     ) -> tuple[UpstreamResponse, Payload]:
         """One upstream request of this call (`Upstream.fetch`), after the audit attempt line of a write."""
-        writes = changes_state(op, plan.branch.risk)
+        writes = changes_state(plan.branch, op)
         if writes and not plan.dry_run:
             self.auditor.attempt(plan.record)  # AuditError: not sent
         return await self.upstream.fetch(op, arguments, evaluate, requests=plan.record.requests, headers=plan.headers,

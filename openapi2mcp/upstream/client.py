@@ -21,7 +21,7 @@ import anyio
 import httpx2
 
 from openapi2mcp.errors import ErrorCode, ToolFailure
-from openapi2mcp.manifest import IDEMPOTENT_METHODS, FailureMode, OperationSpec, RetrySpec, UpstreamSpec
+from openapi2mcp.manifest import IDEMPOTENT_METHODS, SAFE_METHODS, FailureMode, OperationSpec, RetrySpec, UpstreamSpec
 from openapi2mcp.upstream import retry
 from openapi2mcp.upstream.credentials import credential
 from openapi2mcp.upstream.failures import status_failure, timed_out, too_large, unavailable
@@ -238,7 +238,8 @@ class Upstream:
 
         try:
             resp = await retry.send(attempt, plan, on_retry=retried)
-            repeatable = (op.method.upper() in IDEMPOTENT_METHODS and not writes) or bool(headers)
+            method = op.method.upper()  # a GET rated as a write (`writes`) is resent only with a key, like a POST
+            repeatable = (method in IDEMPOTENT_METHODS and not (writes and method in SAFE_METHODS)) or bool(headers)
             if resp.status == 401 and used and repeatable and await self._renewed(used[-1]):
                 # the token was revoked or expired early: sent once more with a new one
                 retried({**resp.provenance(), "attempt": 1, "token_renewed": True})
