@@ -2,8 +2,9 @@
 
 Which requests (`plan`):
 
-* idempotent by method (GET, HEAD, OPTIONS, TRACE, PUT, DELETE), or carrying an idempotency key
-  (the tool or action says `idempotent: true`: the upstream deduplicates by the key);
+* idempotent by method (GET, HEAD, OPTIONS, TRACE, PUT, DELETE; not a GET the overlay rates as a
+  write, `manifest.changes_state`), or carrying an idempotency key (the tool or action says
+  `idempotent: true`: the upstream deduplicates by the key);
 * how often: `retries.max_attempts` of the tool, else of the upstream. Without either, keyed
   writes get 2 attempts (the retry is what the key is for) and everything else 1: retrying reads
   by default would hide a flaky upstream from its operators, multiply the load during an outage,
