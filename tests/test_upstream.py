@@ -872,7 +872,10 @@ async def test_whole_bodies_of_bytes_are_base64_and_structured_octet_bodies_json
                           "Container"], "properties": {"Container": {"type": "string"}}}),
                       "/echo/c": post("text", "text/plain", {"type": "string"}),
                       "/echo/d": post("html", "text/plain", {"type": "string", "contentMediaType": "text/html"}),
-                      "/echo/e": post("b64", "text/plain", {"type": "string", "contentEncoding": "base64"})}}
+                      "/echo/e": post("b64", "text/plain", {"type": "string", "contentEncoding": "base64"}),
+                      "/echo/f": post("upload", "multipart/form-data", {"type": "object", "properties": {
+                          "file": {"type": "string", "format": "binary"}, "note": {"type": "string", "format": "byte"},
+                          "page": {"type": "string", "contentMediaType": "text/html"}}})}}
     compiled = compile_text(tmp_path, spec, all_operations=True)
     m = compiled.manifest
     image = compiled_tool(compiled, "image").input_schema["properties"]["body"]
@@ -890,6 +893,9 @@ async def test_whole_bodies_of_bytes_are_base64_and_structured_octet_bodies_json
     text = compiled_tool(compiled, "text").input_schema["properties"]["body"]
     assert "contentEncoding" not in text  # text stays text
     assert seen(await call(m, "text", {"body": "plain words"}))["body"] == "plain words"
+    # a multipart file part is bytes by the same rule; base64 text (`format: byte`) and text parts are fields
+    parts = compiled_tool(compiled, "upload").branches[0].steps[0].operation.body
+    assert parts is not None and parts.binary == ["file"]
     # 3.1: text content, or a body that is already base64 text, is sent as the model wrote it
     assert seen(await call(m, "html", {"body": "<p>hi</p>"}))["body"] == "<p>hi</p>"
     assert seen(await call(m, "b64", {"body": "aGk="}))["body"] == "aGk="

@@ -18,7 +18,7 @@ from typing import Any
 
 from openapi2mcp.compiler import bodypath
 from openapi2mcp.compiler.bodypath import PathError
-from openapi2mcp.compiler.media import is_json, pick_media, sends_bytes
+from openapi2mcp.compiler.media import is_bytes, is_json, pick_media, sends_bytes
 from openapi2mcp.compiler.model import Arg, Context, Operation, RequestBody
 from openapi2mcp.compiler.responses import accept_header, success_statuses
 from openapi2mcp.compiler.schemas import SchemaError, has_ref, schema_types, trim
@@ -178,7 +178,7 @@ def _body_args(ctx: Context, op: Operation, taken: set[str]) -> list[Arg]:
         arg_name = _arg_name(name)
         if arg_name in taken:
             arg_name = _arg_name("body_" + name)
-        binary = media == "multipart/form-data" and _is_binary(sub)
+        binary = media == "multipart/form-data" and is_bytes(sub)
         if binary:
             sub = {"type": "string", "contentEncoding": "base64",
                    "description": (sub.get("description", "") + " File content, base64-encoded.").strip()}
@@ -214,10 +214,6 @@ def _object_properties(schema: dict[str, Any]) -> tuple[dict[str, Any], set[str]
     if not properties and any(p.get("additionalProperties") not in (None, False) for p in parts):
         return None  # a map: keep it whole
     return properties, required, defs
-
-
-def _is_binary(schema: dict[str, Any]) -> bool:
-    return schema.get("format") in ("binary", "byte") or schema.get("contentMediaType") is not None
 
 
 # ============================================================================ the overlay's `params`

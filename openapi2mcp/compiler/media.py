@@ -44,13 +44,22 @@ def sends_bytes(media: str, schema: dict[str, object]) -> bool:
     base = media.split(";")[0].strip().lower()
     if is_json(base) or base in _FORMS or "contentEncoding" in schema:
         return False
-    content = schema.get("contentMediaType")
-    if schema.get("format") == "binary" or (isinstance(content, str) and not _is_text(content)):
+    if is_bytes(schema):
         return True
     if base not in _BINARY_TYPES and not base.startswith(_BINARY_PREFIXES):
         return False
     kind = schema.get("type")
     return kind in (None, "string") and "properties" not in schema and "items" not in schema
+
+
+def is_bytes(schema: dict[str, object]) -> bool:
+    """A string schema of raw bytes (a file; a multipart file part, a whole body): `format: binary`, or 3.1's
+    `contentMediaType` of a non-text type without a `contentEncoding` (with one, the value is that encoding's
+    text, sent as written; so is 3.0's `format: byte`, base64 text by definition)."""
+    if "contentEncoding" in schema:
+        return False
+    content = schema.get("contentMediaType")
+    return schema.get("format") == "binary" or (isinstance(content, str) and not _is_text(content))
 
 
 def _is_text(media: str) -> bool:
