@@ -270,7 +270,8 @@ def test_a_get_named_as_a_write_is_drafted_as_a_write(tmp_path: Path) -> None:
     ok = {"200": {"description": "ok", "content": {"application/json": {"schema": {"type": "object"}}}}}
     paths = {f"/{m}": {"get": {"operationId": m.replace(".", "_"), "summary": s, "responses": ok}} for m, s in (
         ("views.publish", "Publish a static view for a User."), ("views.update", "Update an existing view."),
-        ("views.info", "Get a view."), ("apps.uninstall", "Uninstalls your app from a workspace."))}
+        ("views.info", "Get a view."), ("apps.uninstall", "Uninstalls your app from a workspace."),
+        ("views.preview", "Render a view without saving it."))}
     spec = tmp_path / "rpc.json"
     spec.write_text(json.dumps({"openapi": "3.0.3", "info": {"title": "Rpc", "version": "1"},
                                 "servers": [{"url": "http://127.0.0.1:9"}], "paths": paths}), encoding="utf-8")
@@ -279,11 +280,11 @@ def test_a_get_named_as_a_write_is_drafted_as_a_write(tmp_path: Path) -> None:
     compiled, _ = check_draft(spec, out)
     risk = {s.operation.id: b.risk for t in compiled.tools for b in t.branches for s in b.steps}
     assert risk["views_publish"] == "high" and risk["views_update"] == "medium" and risk["views_info"] == "low"
-    assert risk["apps_uninstall"] != "low"
+    assert risk["apps_uninstall"] != "low" and risk["views_preview"] == "low"  # a verb that only reads
     assert "a GET whose name says it writes" in out.read_text(encoding="utf-8")
     for tool in compiled.tools:  # a GET at risk medium or above creates state: no read-only hint
         ops = {s.operation.id for b in tool.branches for s in b.steps}
-        assert tool.annotations["readOnlyHint"] is (ops == {"views_info"}), tool.name
+        assert tool.annotations["readOnlyHint"] is (ops <= {"views_info", "views_preview"}), tool.name
 
 
 # ----------------------------------------------------------------------------- determinism, ranking, bad input

@@ -51,7 +51,7 @@ COLLECTION_VERBS = frozenset({
 })
 # the first word of an RPC method that changes something: Slack's spec declares `GET /views.publish`, and a GET
 # named so is drafted as the write it is (a read would be listed read-only and retried)
-WRITE_VERBS = COLLECTION_VERBS | frozenset({
+WRITE_VERBS = (COLLECTION_VERBS - {"validate", "verify", "preview", "render", "export"}) | frozenset({
     "create", "add", "update", "set", "delete", "remove", "push", "post", "put", "patch", "write", "send", "rename",
     "join", "leave", "kick", "end", "mark", "pin", "unpin", "star", "unstar", "share", "schedule", "submit",
     "complete", "assign", "unassign", "install", "uninstall", "revoke", "grant", "deny", "reject", "upsert",
