@@ -84,6 +84,7 @@ class SchemaConverter:
         self._expanding: set[tuple[str, Mode, int | None]] = set()  # depth-limited expansions under way
         self._def_names: dict[str, str] = {}
         self._tolerant: dict[int, tuple[Any, dict[str, Any]]] = {}  # id(strict node) -> (it, tolerant node)
+        self._costs: Costs = {}  # see limit_size
         self._level = 0  # schemas inside each other in the conversion under way (see MAX_SCHEMA_NESTING)
 
     # ------------------------------------------------------------------ public
@@ -103,6 +104,10 @@ class SchemaConverter:
     def tolerant(self, schema: dict[str, Any], *, root: bool = True) -> dict[str, Any]:
         """`tolerant(schema)`, sharing the work on the subschemas converted schemas share."""
         return tolerant(schema, root=root, memo=self._tolerant)
+
+    def limit_size(self, schema: dict[str, Any], budget: int) -> dict[str, Any]:
+        """`limit_size(schema, budget)`, costing each subschema converted schemas share once."""
+        return limit_size(schema, budget, costs=self._costs)
 
     def resolve(self, node: Any, pointer: str = "") -> Any:
         """Follow `$ref`s (internal, chained) to the node they name."""
@@ -680,30 +685,46 @@ _CHILDREN: dict[str, int] = {
 }
 
 
-def limit_size(schema: dict[str, Any], budget: int) -> dict[str, Any]:
+def limit_size(schema: dict[str, Any], budget: int, *, costs: Costs | None = None) -> dict[str, Any]:
     """A copy of `schema` of about `budget` bytes at most, spelt out shallowest first.
 
     Real request bodies can be enormous when inlined (a Kubernetes StatefulSet is ~200 KB of
     schema). Breadth-first, every argument and the first levels of each stay exact; once the
-    budget is spent a subschema keeps its type and description but not its contents, so the
-    server still type-checks the shallow parts and the upstream validates the rest. A schema
-    within budget is returned unchanged (the same object).
+    budget is spent the subschemas still waiting are stubs: their type, format, enum or const
+    and `$ref`, with their description while twice the budget is not spent, but no nested or
+    composite parts. Past that, an optional property of an object open to other properties is
+    left out (it is still accepted, unchecked); what cannot go (arguments, required properties,
+    items, branches) stays a bare stub. So the server still type-checks the shallow parts, the
+    upstream validates the rest, and the copy stays near the budget however wide the objects at
+    its edge (Microsoft Graph's entities have hundreds of properties each). The copy only ever
+    accepts more than the original. A schema within budget is returned unchanged (the same
+    object). `costs` carries the cost of subschemas across calls (the converter's results share them).
     """
-    if _cost(schema, budget) <= budget:
+    if _cost(schema, {} if costs is None else costs) <= budget:
         return schema
     root: dict[str, Any] = {}
-    queue: deque[tuple[dict[str, Any], dict[str, Any]]] = deque([(schema, root)])
+    queue: deque[_Pending] = deque([(schema, root, None, "")])
     spent = 0
     while queue:
-        src, dst = queue.popleft()
-        spent += _node_cost(src)
-        full = spent <= budget
-        for key, value in src.items():
-            if not full and key in _NESTING:
+        src, dst, owner, name = queue.popleft()
+        if spent > budget:
+            if owner is not None and spent > 2 * budget:
+                del owner[name]
                 continue
-            kind = _CHILDREN.get(key)
+            spent += _stub(src, dst, describe=spent <= 2 * budget)
+            continue
+        spent += _node_cost(src)
+        for key, value in src.items():
+            if spent > budget and key in _NESTING:
+                continue
+            kind = None if key in _WHOLE else _CHILDREN.get(key)
             if kind == _MAP and isinstance(value, dict):
-                dst[key] = {name: _enqueue(sub, queue) for name, sub in value.items()}
+                copied: dict[str, Any] = {}
+                dst[key] = copied
+                droppable = key == "properties" and dst is not root and _open(src)
+                required = set(src.get("required") or ()) if droppable else set()
+                for prop, sub in value.items():
+                    copied[prop] = _enqueue(sub, queue, copied if droppable and prop not in required else None, prop)
             elif kind == _LIST and isinstance(value, list):
                 dst[key] = [_enqueue(sub, queue) for sub in value]
             elif kind == _ONE:
@@ -713,12 +734,45 @@ def limit_size(schema: dict[str, Any], budget: int) -> dict[str, Any]:
     return root
 
 
-def _enqueue(sub: Any, queue: deque[tuple[dict[str, Any], dict[str, Any]]]) -> Any:
+# (the subschema, its copy, the map holding the copy if it may be left out, its name there)
+_Pending = tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None, str]
+
+
+def _open(node: dict[str, Any]) -> bool:
+    """Whether an object schema takes any value of a property it does not name (leaving one out loosens it)."""
+    anything: tuple[Any, ...] = (True, {})
+    return (node.get("additionalProperties", True) in anything and node.get("unevaluatedProperties", True) in anything
+            and not node.get("patternProperties"))
+
+
+def _enqueue(sub: Any, queue: deque[_Pending], owner: dict[str, Any] | None = None, name: str = "") -> Any:
     if not isinstance(sub, dict):
         return sub
     copy: dict[str, Any] = {}
-    queue.append((sub, copy))
+    queue.append((sub, copy, owner, name))
     return copy
+
+
+# Kept whole: a looser stub under `not` or `if` would make the schema stricter, not looser.
+_WHOLE = frozenset({"not", "if"})
+# What a stub at the edge of a size-limited schema keeps: cheap and never stricter than the original.
+_STUB_KEYWORDS = ("type", "format", "const", "$ref")
+_STUB_ENUM_COST = 200
+
+
+def _stub(src: dict[str, Any], dst: dict[str, Any], *, describe: bool) -> int:
+    """Fill `dst` with the stub of `src`; returns what it costs."""
+    for key in _STUB_KEYWORDS:
+        if key in src:
+            dst[key] = src[key]
+    cost = 24
+    if "enum" in src and len(str(src["enum"])) <= _STUB_ENUM_COST:
+        dst["enum"] = src["enum"]
+        cost += len(str(src["enum"]))
+    if describe and isinstance(src.get("description"), str):
+        dst["description"] = src["description"]
+        cost += len(src["description"])
+    return cost
 
 
 def _node_cost(node: dict[str, Any]) -> int:
@@ -729,27 +783,38 @@ def _node_cost(node: dict[str, Any]) -> int:
     return cost
 
 
-def _cost(schema: Any, stop: int) -> int:
-    """The whole schema's cost (shared parts counted each time), stopping once past `stop`."""
-    total = 0
-    stack = [schema]
-    children = _CHILDREN.get
-    while stack and total <= stop:
-        node = stack.pop()
-        if not isinstance(node, dict):
+# id(subschema) -> (it, its cost): the subschema is held so that its id is not reused
+Costs = dict[int, tuple[Any, int]]
+
+
+def _cost(schema: dict[str, Any], costs: Costs) -> int:
+    """The whole schema's cost, shared parts counted each time they occur, each costed once."""
+    stack: list[tuple[dict[str, Any], bool]] = [(schema, False)]
+    open_: set[int] = set()  # on the stack: a (never expected) cycle of dicts counts once, not forever
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if children_done:
+            open_.discard(key)
+            costs[key] = (node, _node_cost(node) + sum(costs[id(c)][1] for c in _subschemas(node) if id(c) in costs))
+        elif key not in costs and key not in open_:
+            open_.add(key)
+            stack.append((node, True))
+            stack.extend((c, False) for c in _subschemas(node) if id(c) not in costs)
+    return costs[id(schema)][1]
+
+
+def _subschemas(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    for key, value in node.items():
+        kind = _CHILDREN.get(key)
+        if kind is None:
             continue
-        total += _node_cost(node)
-        for key, value in node.items():
-            kind = children(key)
-            if kind is None:
-                continue
-            if kind == _MAP and isinstance(value, dict):
-                stack.extend(value.values())
-            elif kind == _LIST and isinstance(value, list):
-                stack.extend(value)
-            elif kind == _ONE and isinstance(value, dict):
-                stack.append(value)
-    return total
+        if kind == _MAP and isinstance(value, dict):
+            yield from (v for v in value.values() if isinstance(v, dict))
+        elif kind == _LIST and isinstance(value, list):
+            yield from (v for v in value if isinstance(v, dict))
+        elif kind == _ONE and isinstance(value, dict):
+            yield value
 
 
 def walk_properties(schema: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:

@@ -30,7 +30,6 @@ from openapi2mcp.compiler.responses import (
     response_def_of,
     response_spec,
 )
-from openapi2mcp.compiler.schemas import limit_size
 from openapi2mcp.compiler.toolspec import ToolDraft, overlay_tool_spec, raw_tool_spec
 from openapi2mcp.manifest import Branch, ResponseSpec, Risk, Step, ToolSpec
 from openapi2mcp.overlay import KeyPath, OverlayFile, PaginationDef, ParamDef, ResponseDef, ToolDef, ToolOverlay
@@ -100,12 +99,12 @@ def raw_tool(ctx: Context, op: Operation, name: str, response: ResponseSpec) -> 
     schema, wrap = output_schema(ctx, op, OUTPUT_DEPTH_RAW)
     schema = output_contract(ctx, schema, response)
     if schema is not None:
-        schema = limit_size(schema, RAW_OUTPUT_BUDGET)
+        schema = ctx.converter.limit_size(schema, RAW_OUTPUT_BUDGET)
     draft = ToolDraft(
         name=name,
         title=op_title(op),
         description=op_description(op, limit=RAW_DESCRIPTION_LIMIT),
-        input_schema=limit_size(input_schema(args), RAW_INPUT_BUDGET),
+        input_schema=ctx.converter.limit_size(input_schema(args), RAW_INPUT_BUDGET),
         output_schema=schema,
         calls=[(op.method, risk)],
         branches=[Branch(key="default", steps=[Step(id="call", operation=operation_spec(ctx, op, args))], risk=risk)],

@@ -25,7 +25,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from openapi2mcp.errors import ErrorCode
 from openapi2mcp.manifest.failures import KINDS_OF_STATUS, status_outcome
-from openapi2mcp.manifest.model import IDEMPOTENT_METHODS, RISK_ORDER, SAFE_METHODS, Branch, Risk, ToolSpec
+from openapi2mcp.manifest.model import (
+    IDEMPOTENT_METHODS,
+    RISK_ORDER,
+    SAFE_METHODS,
+    Branch,
+    FailureMode,
+    Risk,
+    ToolSpec,
+)
 from openapi2mcp.manifest.policy import changes_state, needs_confirmation, step_up_scope
 
 CONTRACT_KEY: Final = "openapi2mcp/contract"
@@ -198,10 +206,7 @@ def _idempotency(branch: Branch) -> Idempotency:
 
 def _tool_failures(tool: ToolSpec, ctx: ContractContext, limited: bool) -> Failures:
     """What every call of the tool can end with: the transport, each kind of upstream status, admission."""
-    found = {str(code): retry for code, retry in _EVERY_CALL.items()}
-    for status in KINDS_OF_STATUS:
-        code, retry = status_outcome(status, tool.failure_modes)
-        found[code] = found.get(code, False) or retry
+    found = _outcomes(tool.failure_modes) if tool.failure_modes else dict(_BUILTIN_OUTCOMES)
     if limited:
         found[ErrorCode.RATE_LIMITED] = True
     if tool.step_up:
@@ -211,6 +216,19 @@ def _tool_failures(tool: ToolSpec, ctx: ContractContext, limited: bool) -> Failu
     if ctx.audited:
         found[ErrorCode.AUDIT_FAILED] = False
     return found
+
+
+def _outcomes(modes: Mapping[str, FailureMode]) -> Failures:
+    """Every call's failures and those of each kind of upstream status, under the overlay's `modes`."""
+    found = {str(code): retry for code, retry in _EVERY_CALL.items()}
+    for status in KINDS_OF_STATUS:
+        code, retry = status_outcome(status, modes)
+        found[code] = found.get(code, False) or retry
+    return found
+
+
+# Most tools map no status of their own: their part is the same for all (11,000 tools' worth in Graph).
+_BUILTIN_OUTCOMES: Final = _outcomes({})
 
 
 def _branch_failures(branch: Branch, ctx: ContractContext, limited: bool) -> Failures:

@@ -107,6 +107,11 @@ def serve(
     `openapi2mcp serve --reload` (authoring/reload.py), which only the compile side can give, so
     `options.reload` without it (a frozen package, `serve --manifest`) is refused.
     """
+    import gc
+
+    # The Manifest lives as long as the server (a big spec's is millions of objects): frozen, the cyclic
+    # collector no longer walks it on every full pass, which cost seconds at start-up and pauses later.
+    gc.freeze()
     import anyio
 
     if options.reload and beside is None:
