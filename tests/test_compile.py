@@ -713,3 +713,14 @@ def test_integer_formats_become_bounds_of_arguments(tmp_path: Path) -> None:
     assert (props["b"]["minimum"], props["b"]["maximum"]) == (0, 10)  # the spec's own bound is tighter
     assert "maximum" not in props["c"]  # not an integer
     assert "maximum" not in get.output_schema["properties"]["n"]  # results are not held to it
+
+
+def test_manifest_files_parse_as_json_loads_does() -> None:
+    """pydantic-core's parser reads Manifest files; what it refuses goes to json.loads, as before."""
+    from openapi2mcp.manifest.model import _parse
+
+    for raw in (b'{"a": 1, "a": 2}', b"123456789012345678901234567890", b"[0.1, -0.0, 1e400, 2.50]",
+                b'"\\ud800"', '{"é": "\\u00e9"}'.encode(), '{"a": 1}'.encode("utf-16")):
+        assert repr(_parse(raw)) == repr(json.loads(raw)), raw
+    assert _parse(b'{"a": 1} x') is None
+    assert _parse(b"") is None
