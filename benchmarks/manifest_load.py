@@ -4,14 +4,14 @@
 
 What a frozen package and `serve --manifest` do first. The Manifests are every operation of a
 spec (`openapi2mcp compile SPEC --all-operations -o .cache/bench/manifests/KEY-all.json`, made
-once by this checkout; the file format and hash are the same across versions, so an older
-checkout can load the same files): GitHub (1,223 tools) and Microsoft Graph v1.0 (11,422
+once, then written again by this checkout's `to_json` under manifests/file-hash, so the
+files carry this writer's hash): GitHub (1,223 tools) and Microsoft Graph v1.0 (11,422
 tools, fetched once from APIs-guru's npm package), and `--spec 10k`: 10,000 tools of typical size,
 GitHub's tools cycled with unique names (its median tool is 2.5 kB of tools/list; Graph's
 biggest are 246 kB, which makes its Manifest 260 MB). Each run is a fresh process:
 
   ours   import openapi2mcp.manifest, then Manifest.read(FILE): json parse, pydantic
-         validation, the content-hash check
+         validation, the hash check (the file hash: one sha256 over the bytes)
   floor  json.loads of the same bytes, the garbage collector off: the least any reader does
 
 Reported: the in-process seconds of the load (and of the import), the child's CPU time and peak
@@ -29,7 +29,10 @@ if __package__ in (None, ""):  # run as a script: make the `benchmarks` package 
 
 from benchmarks import _common as c
 
-MANIFESTS = c.CACHE / "manifests"
+MANIFESTS = c.CACHE / "manifests"  # compiled once, by whichever checkout came first
+# ... and written again by this checkout (`Manifest.read(...).to_json()`): the files measured carry this
+# writer's hash (the file hash since 2026-12; an older checkout cannot read those, so they live apart)
+WRITTEN = MANIFESTS / "file-hash"
 
 OURS = """
 import json, sys, time
@@ -57,8 +60,27 @@ json.dump({"tools": len(doc["tools"]), "import": 0.0, "load": t2 - t1, "load_cpu
 SIDES = {"ours": ("Manifest.read (parse + validate + hash check)", OURS), "floor": ("floor: json.loads", FLOOR)}
 
 
+REWRITE = """
+import sys
+from pathlib import Path
+from openapi2mcp.manifest import Manifest
+Path(sys.argv[2]).write_bytes(Manifest.read(sys.argv[1]).to_json().encode())
+"""
+
+
+def written(source: Path, timeout: float) -> Path:
+    """`source` as this checkout writes it (under WRITTEN, made once)."""
+    path = WRITTEN / source.name
+    if not path.is_file():
+        WRITTEN.mkdir(parents=True, exist_ok=True)
+        run = c.run_child([sys.executable, "-c", REWRITE, str(source), str(path)], timeout=timeout, env=c.our_env())
+        if not run.ok:
+            raise RuntimeError(f"writing {path} failed: {run.error}")
+    return path
+
+
 def manifest_for(key: str, spec: Path, timeout: float) -> Path:
-    """KEY-all.json, compiled once with this checkout's `openapi2mcp compile --all-operations`."""
+    """KEY-all.json, compiled once with `openapi2mcp compile --all-operations`."""
     path = MANIFESTS / f"{key}-all.json"
     if path.is_file():
         return path
@@ -110,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
             specs += c.pick_specs([key], False)
     rows, raw = [], {}
     for spec, path in specs:
-        manifest = synthetic(args.timeout) if path is None else manifest_for(spec.key, path, args.timeout)
+        manifest = written(synthetic(args.timeout) if path is None else manifest_for(spec.key, path, args.timeout),
+                           args.timeout)
         manifest.read_bytes()  # into the page cache
         runs: dict[str, list[c.Run]] = {k: [] for k in SIDES}
         for i in range(args.repeat):

@@ -515,6 +515,9 @@ def test_manifest_is_deterministic_and_hashed() -> None:
     assert [s.kind for s in m.sources] == ["openapi 3.0.3", "openapi2mcp overlay 1"]
     damaged = json.loads(a)
     damaged["tools"][0]["description"] = "tampered"
+    with pytest.raises(ValueError, match="does not match its file_hash"):
+        Manifest.from_json(json.dumps(damaged))
+    del damaged["file_hash"]  # an older file (no file hash): the canonical content_hash catches it
     with pytest.raises(ValueError, match="does not match its content_hash"):
         Manifest.from_json(json.dumps(damaged))
 
@@ -523,6 +526,7 @@ def test_manifest_hash_ignores_default_values() -> None:
     """A Manifest spelling out defaults (or missing fields a later version adds) still verifies."""
     m = compile_example("notes").manifest
     data = json.loads(m.to_json())
+    del data["file_hash"]  # a file from before the file hash (with one, any other spelling is refused)
     assert "links" not in data["tools"][-1]  # defaults are not written
     data["tools"][-1]["links"] = []  # ... but spelling one out changes nothing
     data["upstream"]["verify_tls"] = True
@@ -539,6 +543,77 @@ def test_manifest_hash_is_the_canonical_json_of_the_model_dump() -> None:
         assert m.content_hash == "sha256:" + full
         assert m.payload() == m._dumped_payload()
         assert Manifest.from_json(m.to_json()).content_hash == m.content_hash
+
+
+def test_file_hash_is_the_sha256_of_the_file_with_its_value_blank(tmp_path: Path) -> None:
+    """A sealed Manifest file ends with `file_hash`: the sha256 of its own bytes with that value empty."""
+    m = compile_example("notes").manifest
+    text = m.to_json()
+    assert text == m.to_json()  # deterministic, like the content hash
+    match = re.search(r',\n "file_hash": "(sha256:[0-9a-f]{64})"\n}\n\Z', text)
+    assert match, text[-200:]
+    blank = text[: match.start(1)] + text[match.end(1):]
+    assert match.group(1) == "sha256:" + hashlib.sha256(blank.encode()).hexdigest()
+    data = json.loads(text)
+    assert data["content_hash"] == m.content_hash == m.compute_hash()  # the content hash is unchanged
+    path = tmp_path / "m.json"
+    path.write_bytes(text.encode())
+    loaded = Manifest.read(path)
+    assert loaded == m and loaded.content_hash == m.content_hash
+    assert loaded.to_json() == text  # round trip, byte for byte
+    assert Manifest.from_json(text).content_hash == m.content_hash  # str or bytes
+
+
+def test_a_file_with_a_file_hash_is_refused_when_any_byte_changes(tmp_path: Path) -> None:
+    m = compile_example("notes").manifest
+    raw = m.to_json().encode()
+    path = tmp_path / "notes.json"
+    # one byte of a description changed: still valid JSON, still a valid Manifest
+    i = raw.index(b'"description": "') + len(b'"description": "')
+    flipped = raw[:i] + bytes([raw[i] ^ 0x20]) + raw[i + 1:]
+    assert json.loads(flipped) != json.loads(raw)
+    reindented = (json.dumps(json.loads(raw), indent=2, ensure_ascii=False) + "\n").encode()
+    crlf = raw.replace(b"\n", b"\r\n")
+    hash_edited = raw[:-8] + (b"0" if raw[-8:-7] != b"0" else b"1") + raw[-7:]
+    for damaged in (flipped, reindented, crlf, hash_edited):
+        path.write_bytes(damaged)
+        with pytest.raises(ValueError, match=r"manifest .*notes\.json does not match its file_hash.*"
+                                             r"recompile it with `openapi2mcp compile`"):
+            Manifest.read(path)
+    # a file hash that is not the last member as written (moved up by a rewrite) is refused too
+    data = json.loads(raw)
+    moved = {"file_hash": data.pop("file_hash"), **data}
+    path.write_text(json.dumps(moved, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="does not match its file_hash"):
+        Manifest.read(path)
+
+
+def test_an_old_manifest_with_only_the_canonical_hash_still_loads(tmp_path: Path) -> None:
+    """A file from before the file hash: indented JSON ending with the canonical `content_hash`."""
+    m = compile_example("market").manifest
+    old = json.dumps({**m.payload(), "content_hash": m.compute_hash()}, indent=1, ensure_ascii=False) + "\n"
+    assert "file_hash" not in old
+    path = tmp_path / "old.json"
+    path.write_text(old, encoding="utf-8")
+    loaded = Manifest.read(path)
+    assert loaded == m and loaded.content_hash == m.content_hash
+    # any spelling of it verifies (the canonical hash is over the content) ...
+    path.write_text(json.dumps(json.loads(old)), encoding="utf-8")
+    assert Manifest.read(path).content_hash == m.content_hash
+    # ... and written again it carries a file hash
+    assert '"file_hash": "sha256:' in loaded.to_json()
+    tampered = json.loads(old)
+    tampered["server"]["name"] = "other"
+    path.write_text(json.dumps(tampered), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"old\.json content does not match its content_hash"):
+        Manifest.read(path)
+
+
+def test_an_unsealed_manifest_has_no_file_hash() -> None:
+    m = compile_example("notes").manifest.model_copy(update={"content_hash": ""})
+    text = m.to_json()
+    assert "file_hash" not in json.loads(text)
+    assert Manifest.from_json(text).content_hash == ""
 
 
 def test_compiling_and_loading_leave_the_garbage_collector_on() -> None:
@@ -638,3 +713,14 @@ def test_integer_formats_become_bounds_of_arguments(tmp_path: Path) -> None:
     assert (props["b"]["minimum"], props["b"]["maximum"]) == (0, 10)  # the spec's own bound is tighter
     assert "maximum" not in props["c"]  # not an integer
     assert "maximum" not in get.output_schema["properties"]["n"]  # results are not held to it
+
+
+def test_manifest_files_parse_as_json_loads_does() -> None:
+    """pydantic-core's parser reads Manifest files; what it refuses goes to json.loads, as before."""
+    from openapi2mcp.manifest.model import _parse
+
+    for raw in (b'{"a": 1, "a": 2}', b"123456789012345678901234567890", b"[0.1, -0.0, 1e400, 2.50]",
+                b'"\\ud800"', '{"é": "\\u00e9"}'.encode(), '{"a": 1}'.encode("utf-16")):
+        assert repr(_parse(raw)) == repr(json.loads(raw)), raw
+    assert _parse(b'{"a": 1} x') is None
+    assert _parse(b"") is None

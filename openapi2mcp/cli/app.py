@@ -281,9 +281,10 @@ def compile_cmd(
             sys.stdout.write(text)
             return
         output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(text, encoding="utf-8")
+        data = text.encode()
+        output.write_bytes(data)  # as bytes: the file hash is over them (write_text would turn \n into \r\n on Windows)
         m = compiled.manifest
-        typer.echo(f"wrote {output}: {len(m.tools)} tool(s), {len(text.encode()):,} bytes, {m.content_hash}",
+        typer.echo(f"wrote {output}: {len(m.tools)} tool(s), {len(data):,} bytes, {m.content_hash}",
                    err=True)
 
     _guarded(run)
