@@ -44,10 +44,11 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 def load_manifest(package: str) -> Manifest:
-    """The package's frozen Manifest (its content hash is verified on load)."""
+    """The package's frozen Manifest (its file hash is verified on load)."""
     from openapi2mcp.manifest import Manifest
 
-    return Manifest.from_json(resources.files(package).joinpath("manifest.json").read_bytes())
+    return Manifest.from_json(resources.files(package).joinpath("manifest.json").read_bytes(),
+                              source=f"{package}/manifest.json")
 
 
 def build_info(package: str) -> dict[str, Any]:
