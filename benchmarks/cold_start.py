@@ -293,10 +293,10 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-async def stdio_once(argv: list[str], env: dict[str, str], mode: str,
-                     limit: float) -> tuple[float, float, int, float, float]:
+async def stdio_once(argv: list[str], env: dict[str, str], mode: str, limit: float,
+                     *, every_page: bool = True) -> tuple[float, float, int, float, float]:
     """(seconds, peak RSS MB, tools, seconds to the first page, server CPU seconds): the SDK client launches
-    the server and lists every page."""
+    the server and lists every page (`every_page=False`: only the first; RSS and CPU are then read there)."""
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -308,7 +308,8 @@ async def stdio_once(argv: list[str], env: dict[str, str], mode: str,
             async with asyncio.timeout(limit), Client(stdio_client(params, errlog=errlog), mode=mode) as client:
                 page = await client.list_tools()
                 first = time.perf_counter() - started
-                tools = list(page.tools) + (await c.tool_pages(client, page.next_cursor) if page.next_cursor else [])
+                more = page.next_cursor if every_page else None
+                tools = list(page.tools) + (await c.tool_pages(client, more) if more else [])
                 seconds = time.perf_counter() - started
                 spawned = [p for p in _children(os.getpid()) if p not in before]  # the server, still running
                 rss = c.vmhwm_mb(spawned[0]) if len(spawned) == 1 else float("nan")

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -22,19 +20,10 @@ from benchmarks import _common as c
 from benchmarks import cold_start as cs
 
 
-async def once(spec: Path) -> tuple[float, float, float, int]:
-    from mcp import Client
-    from mcp.client.stdio import StdioServerParameters, stdio_client
-
+def once(spec: Path) -> tuple[float, float, float, int]:
     argv = [*cs.openapi2mcp_command(), "serve", str(spec), "--all-operations", "--base-url", cs.NOWHERE]
-    params = StdioServerParameters(command=argv[0], args=argv[1:], env=cs.clean_env(), cwd=str(c.ROOT))
-    before = set(cs._children(os.getpid()))
-    started = time.perf_counter()
-    async with Client(stdio_client(params), mode="legacy") as client:
-        page = await client.list_tools()
-        first = time.perf_counter() - started
-        server = next(p for p in cs._children(os.getpid()) if p not in before)
-        return first, c.cpu_seconds(server), c.vmhwm_mb(server), len(page.tools)
+    _, peak, tools, first, cpu = asyncio.run(cs.stdio_once(argv, cs.clean_env(), "legacy", 600, every_page=False))
+    return first, cpu, peak, tools
 
 
 def main() -> int:
@@ -45,7 +34,7 @@ def main() -> int:
     if spec is None:
         return 1
     for _ in range(args.repeat):
-        first, cpu, hwm, tools = asyncio.run(once(spec))
+        first, cpu, hwm, tools = once(spec)
         print(f"first tools/list page ({tools} tools) {first:.2f} s; server CPU {cpu:.2f} s; peak {hwm:.0f} MB")
     return 0
 

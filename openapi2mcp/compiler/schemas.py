@@ -765,14 +765,11 @@ def _stub(src: dict[str, Any], dst: dict[str, Any], *, describe: bool) -> int:
     for key in _STUB_KEYWORDS:
         if key in src:
             dst[key] = src[key]
-    cost = 24
     if "enum" in src and len(str(src["enum"])) <= _STUB_ENUM_COST:
         dst["enum"] = src["enum"]
-        cost += len(str(src["enum"]))
     if describe and isinstance(src.get("description"), str):
         dst["description"] = src["description"]
-        cost += len(src["description"])
-    return cost
+    return _node_cost(dst)
 
 
 def _node_cost(node: dict[str, Any]) -> int:
