@@ -1,7 +1,8 @@
 """Finding a document's `$ref`s, and what each stands for (a schema, a map of schemas, or other).
 
-* `has_external_refs` is the fast path: a regex over the text finds `$ref`s whose value does not
-  start with `#`; when there are none (GitHub, Stripe, OpenAI, Kubernetes) nothing is bundled.
+* `has_external_refs` is the fast path: a regex over the text finds `$ref` keys whose value does
+  not start with `#`; when there are none (GitHub, Stripe, OpenAI, Kubernetes, Microsoft Graph)
+  nothing is bundled.
 * `iter_refs` yields only `$ref`s with string values. prance 26.7's own iterator takes *every*
   key named `$ref` as a reference, including the schema property named `$ref` in Kubernetes'
   `JSONSchemaProps.properties` (its value is a schema, a dict, which urlparse cannot take: stock
@@ -28,7 +29,9 @@ _NAME_MAPS = frozenset({
 })  # fmt: skip
 _SCHEMA_MAPS = frozenset({"properties", "patternProperties", "definitions", "$defs", "dependentSchemas", "schemas"})
 _LITERALS = frozenset({"example", "default", "enum", "const"})  # data: a `$ref` in there is only "soft"
-_EXTERNAL_REF_HINT = re.compile(r"""\$ref['"]?\s*+:\s*+(?!['"]?#)""")
+# a `$ref` key (after a quote, a space, `{`, `[`, `,` or the start: not the end of a path such as
+# Microsoft Graph's `/owners/$ref`) whose value does not start with `#`
+_EXTERNAL_REF_HINT = re.compile(r"""(?<![^\s{\[,'"])\$ref['"]?\s*+:\s*+(?!['"]?#)""")
 
 
 def is_local(ref: str) -> bool:
