@@ -591,7 +591,9 @@ class Manifest(_Model):
         return None
 
 
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+# No circular check (a dict of ids per container: 30% of the encoding): the payload is model dumps
+# and compiled schemas, trees that may share parts but never contain themselves.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, check_circular=False)
 
 
 # Plain JSON data in the model (compiled schemas): put into the payload as they are. pydantic's
