@@ -31,7 +31,8 @@ _SCHEMA_MAPS = frozenset({"properties", "patternProperties", "definitions", "$de
 _LITERALS = frozenset({"example", "default", "enum", "const"})  # data: a `$ref` in there is only "soft"
 # a `$ref` key (after a quote, a space, `{`, `[`, `,` or the start: not the end of a path such as
 # Microsoft Graph's `/owners/$ref`) whose value does not start with `#`
-_EXTERNAL_REF_HINT = re.compile(r"""(?<![^\s{\[,'"])\$ref['"]?\s*+:\s*+(?!['"]?#)""")
+# (checked behind the literal: a look-behind in front of it would be tried at every position, 0.3-0.5 s)
+_EXTERNAL_REF_HINT = re.compile(r"""\$ref(?<![^\s{\[,'"]\$ref)['"]?\s*+:\s*+(?!['"]?#)""")
 
 
 def is_local(ref: str) -> bool:
