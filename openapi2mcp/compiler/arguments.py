@@ -19,7 +19,7 @@ from typing import Any
 from openapi2mcp.compiler import bodypath
 from openapi2mcp.compiler.bodypath import PathError
 from openapi2mcp.compiler.media import is_bytes, is_json, pick_media, sends_bytes
-from openapi2mcp.compiler.model import Arg, Context, Operation, RequestBody
+from openapi2mcp.compiler.model import Arg, Context, Operation, ParamArg, RequestBody
 from openapi2mcp.compiler.responses import accept_header, success_statuses
 from openapi2mcp.compiler.schemas import SchemaError, has_ref, schema_types, trim
 from openapi2mcp.errors import InputError, Problem, did_you_mean
@@ -46,26 +46,42 @@ def operation_args(ctx: Context, op: Operation) -> list[Arg]:
             continue
         if (loc, wire.lower()) in ctx.auth_params:
             continue  # the upstream auth supplies it
-        schema, content_type = _param_schema(ctx, p, at)
-        style = p.get("style") or ("form" if loc in ("query", "cookie") else "simple")
-        explode = p.get("explode", style == "form")
-        desc = p.get("description")
-        if isinstance(desc, str) and desc.strip() and "description" not in schema:
-            schema = {**schema, "description": trim(desc, 600)}
-        if p.get("deprecated") is True:
-            schema = {**schema, "deprecated": True}
-        if "example" in p and "examples" not in schema and not isinstance(p["example"], dict | list):
-            schema = {**schema, "examples": [p["example"]]}
-        required = loc == "path" or p.get("required") is True
-        schema = _needs_an_item(schema, required)
-        spec = ParamSpec(name=wire, location=loc, style=str(style), explode=bool(explode),
-                         allow_reserved=p.get("allowReserved") is True, required=required,
-                         allow_empty=loc == "query" and p.get("allowEmptyValue") is True,
-                         content_type=content_type)
-        args.append(Arg(name=_arg_name(wire), wire=wire, location=loc, schema=schema, required=required,
-                        param=spec, sensitive=is_sensitive(wire, schema)))
+        made = _param_arg(ctx, p, at)
+        args.append(Arg(name=made.name, wire=wire, location=loc, schema=made.schema, required=made.required,
+                        param=made.spec, sensitive=made.sensitive))
     args.extend(_body_args(ctx, op, {a.name for a in args}))
     return _dedupe_names(args)
+
+
+def _param_arg(ctx: Context, p: dict[str, Any], at: str) -> ParamArg:
+    """A parameter object as an argument: the same wherever it is used (a component, a path's parameter), so
+    it is made once (Microsoft Graph: 48,000 uses of 27,000 objects); when converting it warned, each use
+    warns at its own place, as before."""
+    made = ctx.param_args.get(id(p))
+    if made is not None and made.param is p:
+        return made
+    warned = len(ctx.warnings)
+    loc, wire = p["in"], p["name"]
+    schema, content_type = _param_schema(ctx, p, at)
+    style = p.get("style") or ("form" if loc in ("query", "cookie") else "simple")
+    explode = p.get("explode", style == "form")
+    desc = p.get("description")
+    if isinstance(desc, str) and desc.strip() and "description" not in schema:
+        schema = {**schema, "description": trim(desc, 600)}
+    if p.get("deprecated") is True:
+        schema = {**schema, "deprecated": True}
+    if "example" in p and "examples" not in schema and not isinstance(p["example"], dict | list):
+        schema = {**schema, "examples": [p["example"]]}
+    required = loc == "path" or p.get("required") is True
+    schema = _needs_an_item(schema, required)
+    spec = ParamSpec(name=wire, location=loc, style=str(style), explode=bool(explode),
+                     allow_reserved=p.get("allowReserved") is True, required=required,
+                     allow_empty=loc == "query" and p.get("allowEmptyValue") is True,
+                     content_type=content_type)
+    made = ParamArg(p, _arg_name(wire), schema, required, spec, is_sensitive(wire, schema))
+    if len(ctx.warnings) == warned:
+        ctx.param_args[id(p)] = made
+    return made
 
 
 def _needs_an_item(schema: dict[str, Any], required: bool) -> dict[str, Any]:
@@ -485,7 +501,7 @@ def operation_spec(ctx: Context, op: Operation, args: list[Arg]) -> OperationSpe
             # a spec-required parameter the overlay gave a default stays required on the wire: the
             # runtime fills the default in, and an empty value is refused, never sent
             required = a.required or (a.param.required and "default" in a.schema)
-            params.append(a.param.model_copy(update={"arg": a.name, "required": required}))
+            params.append(_fed_param(ctx, a.param, a.name, required))
     whole = next((a for a in args if a.location == "body*"), None)
     rbody = request_body(ctx, op)
     fields = _body_fields(args)
@@ -520,6 +536,16 @@ def operation_spec(ctx: Context, op: Operation, args: list[Arg]) -> OperationSpe
                             nulls=nulls)
     return OperationSpec(id=op.id, method=op.method, path=op.path, params=params, body=body,
                          success=success_statuses(op), accept=accept_header(op))
+
+
+def _fed_param(ctx: Context, param: ParamSpec, arg: str, required: bool) -> ParamSpec:
+    """`param` fed by the argument `arg`: one (frozen) copy per parameter, name and `required`, which the
+    operations sharing a parameter object share (arguments._param_arg)."""
+    key = (id(param), arg, required)
+    made = ctx.fed_params.get(key)
+    if made is None or made[0] is not param:
+        made = ctx.fed_params[key] = (param, param.model_copy(update={"arg": arg, "required": required}))
+    return made[1]
 
 
 def _min_properties(ctx: Context, rbody: RequestBody) -> int:

@@ -101,6 +101,18 @@ def input_schema(args: list[Arg], extra: dict[str, dict[str, Any]] | None = None
     return flat_object_schema(properties, required, defs)
 
 
+@dataclass(frozen=True)
+class ParamArg:
+    """What one parameter object gives every operation that has it (arguments._param_arg): made once."""
+
+    param: dict[str, Any]  # the parameter object (held: its id is the key)
+    name: str
+    schema: dict[str, Any]
+    required: bool
+    spec: ParamSpec
+    sensitive: bool
+
+
 @dataclass
 class Use:
     """One operation as a tool, or as one branch of a tool, uses it: compiled."""
@@ -136,6 +148,8 @@ class Context:
     # upstream.upstream_spec, so it runs before any tool is compiled.
     auth_params: set[tuple[str, str]] = field(default_factory=set)
     bodies: dict[str, RequestBody | None] = field(default_factory=dict)  # arguments.request_body, per pointer
+    param_args: dict[int, ParamArg] = field(default_factory=dict)  # arguments._param_arg, per parameter object
+    fed_params: dict[tuple[int, str, bool], tuple[ParamSpec, ParamSpec]] = field(default_factory=dict)  # ._fed_param
 
     def warn(self, message: str, pointer: str, hint: str | None = None) -> None:
         self.warnings.append(SpecWarning(message=message, location={"pointer": pointer}, hint=hint))
