@@ -624,6 +624,27 @@ def test_compiling_and_loading_leave_the_garbage_collector_on() -> None:
     assert gc.isenabled()
 
 
+def test_what_a_compile_makes_is_not_left_for_the_next_young_collection() -> None:
+    # the next collection would walk all of it (a big spec: millions of containers) and move it up
+    import gc
+
+    manifest = compile_example("notes").manifest
+    young = {id(o) for o in gc.get_objects(generation=0)}
+    assert id(manifest) not in young and id(manifest.tools[0].input_schema) not in young
+
+
+def test_compiling_while_serving_leaves_what_the_server_froze_frozen() -> None:
+    import gc
+
+    gc.freeze()  # as serving.serve does with its Manifest
+    try:
+        frozen = gc.get_freeze_count()
+        compile_example("notes")
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+
+
 def test_manifest_loading_does_not_import_the_compiler() -> None:
     import subprocess
     import sys
