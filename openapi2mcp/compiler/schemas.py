@@ -101,7 +101,7 @@ class SchemaConverter:
         """
         # A schema without references converts the same wherever it stands: its text is the key
         # (Microsoft Graph: 48,000 parameters, a few hundred different schemas among them)
-        text = _ref_free_text(schema)
+        text = ref_free_text(schema)
         if text is not None and (text, mode, max_depth) in self._by_text:
             return self._by_text[text, mode, max_depth]
         needed: list[str] = []
@@ -420,7 +420,7 @@ _NESTING = frozenset({"properties", "patternProperties", "additionalProperties",
 _JSON_TYPES = frozenset({"string", "number", "integer", "boolean", "array", "object", "null"})
 
 
-def _ref_free_text(schema: Any) -> str | None:
+def ref_free_text(schema: Any) -> str | None:
     """A text that only equal JSON data shares (its repr: 5x cheaper than json.dumps on small schemas),
     for a schema that refers to nothing (None: it may, or it holds something other than JSON data)."""
     text = repr(schema)
@@ -727,14 +727,15 @@ def limit_size(schema: dict[str, Any], budget: int, *, costs: Costs | None = Non
         return schema
     root: dict[str, Any] = {}
     queue: deque[_Pending] = deque([(schema, root, None, "")])
-    spent = 0
+    spent, twice = 0, 2 * budget
+    pop, put = queue.popleft, queue.append  # (the loop runs for every node of the copies: locals, inlined)
     while queue:
-        src, dst, owner, name = queue.popleft()
+        src, dst, owner, name = pop()
         if spent > budget:
-            if owner is not None and spent > 2 * budget:
+            if owner is not None and spent > twice:
                 del owner[name]
                 continue
-            spent += _stub(src, dst, describe=spent <= 2 * budget)
+            spent += _stub(src, dst, describe=spent <= twice)
             continue
         spent += _node_cost(src)
         for key, value in src.items():
@@ -747,7 +748,12 @@ def limit_size(schema: dict[str, Any], budget: int, *, costs: Costs | None = Non
                 droppable = key == "properties" and dst is not root and _open(src)
                 required = set(src.get("required") or ()) if droppable else set()
                 for prop, sub in value.items():
-                    copied[prop] = _enqueue(sub, queue, copied if droppable and prop not in required else None, prop)
+                    if isinstance(sub, dict):
+                        copy: dict[str, Any] = {}
+                        copied[prop] = copy
+                        put((sub, copy, copied if droppable and prop not in required else None, prop))
+                    else:
+                        copied[prop] = sub
             elif kind == _LIST and isinstance(value, list):
                 dst[key] = [_enqueue(sub, queue) for sub in value]
             elif kind == _ONE:
@@ -768,11 +774,11 @@ def _open(node: dict[str, Any]) -> bool:
             and not node.get("patternProperties"))
 
 
-def _enqueue(sub: Any, queue: deque[_Pending], owner: dict[str, Any] | None = None, name: str = "") -> Any:
+def _enqueue(sub: Any, queue: deque[_Pending]) -> Any:
     if not isinstance(sub, dict):
         return sub
     copy: dict[str, Any] = {}
-    queue.append((sub, copy, owner, name))
+    queue.append((sub, copy, None, ""))
     return copy
 
 
@@ -807,34 +813,28 @@ def _node_cost(node: dict[str, Any]) -> int:
 Costs = dict[int, tuple[Any, int]]
 
 
-def _cost(schema: dict[str, Any], costs: Costs) -> int:
-    """The whole schema's cost, shared parts counted each time they occur, each costed once."""
-    stack: list[tuple[dict[str, Any], bool]] = [(schema, False)]
-    open_: set[int] = set()  # on the stack: a (never expected) cycle of dicts counts once, not forever
-    while stack:
-        node, children_done = stack.pop()
-        key = id(node)
-        if children_done:
-            open_.discard(key)
-            costs[key] = (node, _node_cost(node) + sum(costs[id(c)][1] for c in _subschemas(node) if id(c) in costs))
-        elif key not in costs and key not in open_:
-            open_.add(key)
-            stack.append((node, True))
-            stack.extend((c, False) for c in _subschemas(node) if id(c) not in costs)
-    return costs[id(schema)][1]
+def _cost(node: dict[str, Any], costs: Costs) -> int:
+    """The whole schema's cost, shared parts counted each time they occur, each costed once.
 
-
-def _subschemas(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    for key, value in node.items():
-        kind = _CHILDREN.get(key)
-        if kind is None:
-            continue
+    Recursive (3x faster than a stack of pending nodes): converted schemas nest at most
+    MAX_SCHEMA_NESTING schemas deep.
+    """
+    key = id(node)
+    hit = costs.get(key)
+    if hit is not None:
+        return hit[1]
+    costs[key] = (node, 0)  # while its parts are costed: a (never expected) cycle back to it counts 0
+    total = _node_cost(node)
+    for word, value in node.items():
+        kind = _CHILDREN.get(word)
         if kind == _MAP and isinstance(value, dict):
-            yield from (v for v in value.values() if isinstance(v, dict))
+            total += sum([_cost(v, costs) for v in value.values() if isinstance(v, dict)])
         elif kind == _LIST and isinstance(value, list):
-            yield from (v for v in value if isinstance(v, dict))
+            total += sum([_cost(v, costs) for v in value if isinstance(v, dict)])
         elif kind == _ONE and isinstance(value, dict):
-            yield value
+            total += _cost(value, costs)
+    costs[key] = (node, total)
+    return total
 
 
 def walk_properties(schema: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
