@@ -105,7 +105,7 @@ def input_schema(args: list[Arg], extra: dict[str, dict[str, Any]] | None = None
 class ParamArg:
     """What one parameter object gives every operation that has it (arguments._param_arg): made once."""
 
-    param: dict[str, Any]  # the parameter object (held: its id is the key)
+    param: dict[str, Any]  # the parameter object (held: its id may be the key)
     name: str
     schema: dict[str, Any]
     required: bool
@@ -148,7 +148,7 @@ class Context:
     # upstream.upstream_spec, so it runs before any tool is compiled.
     auth_params: set[tuple[str, str]] = field(default_factory=set)
     bodies: dict[str, RequestBody | None] = field(default_factory=dict)  # arguments.request_body, per pointer
-    param_args: dict[int, ParamArg] = field(default_factory=dict)  # arguments._param_arg, per parameter object
+    param_args: dict[str | int, ParamArg] = field(default_factory=dict)  # arguments._param_arg
     fed_params: dict[tuple[int, str, bool], tuple[ParamSpec, ParamSpec]] = field(default_factory=dict)  # ._fed_param
 
     def warn(self, message: str, pointer: str, hint: str | None = None) -> None:
