@@ -25,6 +25,7 @@ OpenAPI 3.0 specifics are translated: `nullable`, boolean `exclusiveMinimum/Maxi
 
 from __future__ import annotations
 
+import functools
 import re
 import warnings
 from collections import deque
@@ -82,7 +83,6 @@ class SchemaConverter:
         self._cyclic: set[str] = set()
         self._scc_done: set[str] = set()
         self._memo: dict[tuple[str, Mode, int | None], dict[str, Any]] = {}
-        self._by_text: dict[tuple[str, Mode, int | None], dict[str, Any]] = {}  # see convert
         self._expanding: set[tuple[str, Mode, int | None]] = set()  # depth-limited expansions under way
         self._def_names: dict[str, str] = {}
         self._tolerant: dict[int, tuple[Any, dict[str, Any]]] = {}  # id(strict node) -> (it, tolerant node)
@@ -99,17 +99,9 @@ class SchemaConverter:
         are then inlined, since depth already bounds them. The returned schema may be shared with
         other results: copy before changing it.
         """
-        # A schema without references converts the same wherever it stands: its text is the key
-        # (Microsoft Graph: 48,000 parameters, a few hundred different schemas among them)
-        text = ref_free_text(schema)
-        if text is not None and (text, mode, max_depth) in self._by_text:
-            return self._by_text[text, mode, max_depth]
         needed: list[str] = []
         out = self._node(schema, mode, needed, max_depth)
-        out = {**out, "$defs": self._defs(needed, mode)} if needed else out
-        if text is not None:
-            self._by_text[text, mode, max_depth] = out
-        return out
+        return {**out, "$defs": self._defs(needed, mode)} if needed else out
 
     def tolerant(self, schema: dict[str, Any], *, root: bool = True) -> dict[str, Any]:
         """`tolerant(schema)`, sharing the work on the subschemas converted schemas share."""
@@ -421,8 +413,9 @@ _JSON_TYPES = frozenset({"string", "number", "integer", "boolean", "array", "obj
 
 
 def ref_free_text(schema: Any) -> str | None:
-    """A text that only equal JSON data shares (its repr: 5x cheaper than json.dumps on small schemas),
-    for a schema that refers to nothing (None: it may, or it holds something other than JSON data)."""
+    """A key that only equal JSON data shares (its repr: 5x cheaper than json.dumps on small data), for
+    data whose conversion does not depend on where it stands: it refers to nothing (None: it may, or it
+    holds something other than JSON data)."""
     text = repr(schema)
     return None if "'$ref'" in text or " at 0x" in text else text
 
@@ -620,15 +613,7 @@ def _valid_keyword(key: str, value: Any) -> bool:
     if key == "multipleOf":
         return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
     if key == "pattern":
-        if not isinstance(value, str):
-            return False
-        try:
-            with warnings.catch_warnings():  # "possible nested set" FutureWarnings are not our users' business
-                warnings.simplefilter("ignore")
-                re.compile(value)
-        except re.error:
-            return False
-        return True
+        return isinstance(value, str) and _valid_pattern(value)
     if key in ("format", "description", "title", "$comment", "contentEncoding", "contentMediaType"):
         return isinstance(value, str)
     if key in ("enum", "examples"):
@@ -640,6 +625,17 @@ def _valid_keyword(key: str, value: Any) -> bool:
         return bool(names) and all(isinstance(n, str) for n in names)
     if key == "dependentRequired":
         return isinstance(value, dict) and all(isinstance(v, list) for v in value.values())
+    return True
+
+
+@functools.lru_cache(maxsize=4096)  # specs repeat their patterns (and the warnings filter is slow to set)
+def _valid_pattern(pattern: str) -> bool:
+    try:
+        with warnings.catch_warnings():  # "possible nested set" FutureWarnings are not our users' business
+            warnings.simplefilter("ignore")
+            re.compile(pattern)
+    except re.error:
+        return False
     return True
 
 
