@@ -265,3 +265,16 @@ def test_oai_overlays_target_a_swagger_2_document_as_written(tmp_path: Path) -> 
     patch.write_text(patch.read_text().replace("$.securityDefinitions", "$.components.securitySchemes"))
     refused = run_cli("inspect", str(spec), "--overlay", str(patch), "--all-operations")
     assert refused.returncode == 2 and "matches nothing" in refused.stderr
+
+
+def test_the_overlay_validator_is_built_when_an_overlay_is_read_not_on_import() -> None:
+    # `--all-operations` reads no overlay: building the validator at import cost every command ~40 ms
+    import subprocess
+    import sys
+
+    code = ("from openapi2mcp.compiler import compile_manifest; from openapi2mcp.overlay.model import ToolOverlay; "
+            "before = ToolOverlay.__pydantic_complete__; "
+            "o = ToolOverlay.model_validate({'openapi2mcp': 1, 'defaults': {'response': {'max_bytes': 1000}}}); "
+            "print(before, o.defaults.response.max_bytes)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.split() == ["False", "1000"]  # ToolDefaults, declared after ToolOverlay, resolves then

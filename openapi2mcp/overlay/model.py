@@ -732,9 +732,6 @@ class ToolDefaults(_Strict):
     response: ResponseDef | None = None
 
 
-ToolOverlay.model_rebuild()
-
-
 def overlay_json_schema() -> dict[str, Any]:
     """The published JSON Schema of the tool overlay (for editors: yaml-language-server)."""
     schema = ToolOverlay.model_json_schema(by_alias=True)
