@@ -588,6 +588,36 @@ def test_a_file_with_a_file_hash_is_refused_when_any_byte_changes(tmp_path: Path
         Manifest.read(path)
 
 
+def test_a_sealed_file_is_read_straight_from_its_bytes_with_the_same_values() -> None:
+    """The sealed path (pydantic-core validating the bytes) gives what json.loads + validation gives."""
+    from openapi2mcp.manifest.model import _seal_file
+
+    m = compile_example("notes").manifest
+    data = json.loads(m.to_json())
+    odd = {"big": 123456789012345678901234567890, "floats": [0.1, -0.0, 2.5e-300, 1.7976931348623157e308],
+           "text": "é ✓ \u2028 \"q\" \\ \n"}
+    data["tools"][0]["meta"] = {**data["tools"][0].get("meta", {}), "x-odd": odd}
+    del data["file_hash"], data["content_hash"]
+    unsealed = Manifest.model_validate(data)
+    sealed = unsealed.sealed()
+    text = sealed.to_json()
+    loaded = Manifest.from_json(text)
+    assert loaded == sealed and loaded.tools[0].meta["x-odd"] == odd
+    assert repr(loaded.tools[0].meta["x-odd"]) == repr(json.loads(text)["tools"][0]["meta"]["x-odd"])
+    assert loaded.model_fields_set == sealed.model_fields_set
+    assert loaded.to_json() == text
+    # JSON pydantic-core refuses (a lone surrogate escape) goes to json.loads, and still verifies
+    lone = _seal_file(text[: text.index('"file_hash"')].rstrip().rstrip(",").replace(
+        '"description": "', '"description": "\\ud800', 1) + "\n}\n")
+    assert Manifest.from_json(lone).tools[0].description.startswith("\ud800")
+    # a sealed file that is no Manifest: pydantic's error, titled as the Manifest
+    bad = json.loads(text)
+    bad["tools"][0]["risk"] = "extreme"
+    bad.pop("file_hash")
+    with pytest.raises(ValueError, match=r"validation error for Manifest\ntools\.0\.risk"):
+        Manifest.from_json(_seal_file(json.dumps(bad, indent=1, ensure_ascii=False) + "\n"))
+
+
 def test_an_old_manifest_with_only_the_canonical_hash_still_loads(tmp_path: Path) -> None:
     """A file from before the file hash: indented JSON ending with the canonical `content_hash`."""
     m = compile_example("market").manifest

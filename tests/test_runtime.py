@@ -392,7 +392,26 @@ async def test_pagination_order_and_forbidden_tools(upstream: str) -> None:
         assert (info.value.code, info.value.message) == (types.INVALID_PARAMS, f"Unknown tool: {name}")
 
 
+def test_definitions_are_built_when_first_listed(upstream: str) -> None:
+    """A big API starts without building every tool's definition: each page builds its own, once."""
+    runtime = Runtime(many_tools(upstream), RuntimeOptions(page_size=2))
+    built = lambda: [name for name, t in runtime.tools.items() if "definition" in vars(t)]  # noqa: E731
+    assert built() == []
+    first = runtime.list_tools()
+    assert built() == ["t0", "t1"]
+    assert runtime.list_tools().tools[0] is first.tools[0]  # built once
+    runtime.list_tools(first.next_cursor)
+    assert built() == ["t0", "t1", "t2", "t3"]
+    runtime.check_tools()  # --check: all of them now
+    assert built() == ["t0", "t1", "t2", "t3", "t4"]
+    checked = Runtime(many_tools(upstream), RuntimeOptions(check_schemas=True))  # a hand-built Manifest, checked
+    assert all("definition" in vars(t) for t in checked.tools.values())
+
+
 def test_bad_manifests_are_config_errors(upstream: str) -> None:
+    bad_hint = tool("t", op("GET", "/echo"), annotations={"readOnlyHint": "maybe"})
+    with pytest.raises(ConfigError, match=r"(?s)tool t: invalid tool definition: .*readOnlyHint"):
+        Runtime(manifest(upstream, bad_hint))  # at start-up, though definitions are built when listed
     bad_schema = tool("t", op("GET", "/echo"), input_schema={"type": "nonsense"})
     with pytest.raises(ConfigError, match="tool t: invalid JSON Schema"):
         # compiled manifests skip this check

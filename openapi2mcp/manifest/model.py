@@ -33,9 +33,10 @@ import hashlib
 import json
 import os
 import re
+import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field
@@ -543,9 +544,11 @@ class Manifest(_Model):
     def from_json(cls, text: str | bytes, *, source: str | None = None) -> Manifest:
         """Parse, validate and verify a Manifest file (`source`, the file's name, is for the error messages).
 
-        A file `to_json` wrote since the file hash carries `file_hash`: one sha256 over the file's
+        A file `to_json` wrote since the file hash ends with `file_hash`: one sha256 over the file's
         bytes, so any changed byte (an edit, a re-indent, other line endings) is refused, and the
-        `content_hash` it holds is then the one the writer computed, taken as written.
+        `content_hash` it holds is then the one the writer computed, taken as written. Such a file is
+        validated straight from its bytes (no tree of dicts built and thrown away) while another
+        thread hashes them.
 
         Older files have only `content_hash`, the canonical hash of the payload. It is checked on the
         parsed file itself (the C JSON encoder over plain data): a file `to_json` wrote is exactly its
@@ -555,22 +558,18 @@ class Manifest(_Model):
         """
         raw = text.encode() if isinstance(text, str) else text
         name = f"manifest {source}" if source else "manifest"
+        sealed = _read_sealed(raw) if _FILE_TAIL.search(raw, max(0, len(raw) - 120)) else None
+        if sealed is not None:
+            _check_format(sealed.manifest, name)
+            _check_file_hash(sealed.file_hash, sealed.digest, sealed.manifest, name)
+            return sealed.manifest
         data = _parse(raw)
         file_hash = data.pop(FILE_HASH_KEY, None) if isinstance(data, dict) else None
         # not a JSON object: pydantic's own error names the problem
         manifest = cls.model_validate(data) if isinstance(data, dict) else cls.model_validate_json(text)
-        if manifest.format != MANIFEST_FORMAT:
-            raise ValueError(
-                f"{name}: format {manifest.format} is not supported by this openapi2mcp "
-                f"(it reads format {MANIFEST_FORMAT}); recompile it with `openapi2mcp compile`"
-            )
+        _check_format(manifest, name)
         if file_hash is not None:
-            if not isinstance(file_hash, str) or _file_digest(raw) != file_hash or not manifest.content_hash:
-                raise ValueError(
-                    f"{name} does not match its file_hash: the file was edited, reformatted or damaged after "
-                    "`openapi2mcp compile` wrote it (its bytes are hashed, so even re-indenting or other line "
-                    "endings count); recompile it with `openapi2mcp compile` instead of editing the JSON"
-                )
+            _check_file_hash(file_hash, _file_digest(raw), manifest, name)
         elif manifest.content_hash and not _file_matches(data, manifest.content_hash) and (
             manifest.content_hash != manifest.compute_hash()
         ):
@@ -592,6 +591,66 @@ class Manifest(_Model):
 
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+class _SealedFile(Manifest):
+    """A Manifest file as `to_json` writes it when sealed: the Manifest, then its `file_hash`."""
+
+    model_config = ConfigDict(title="Manifest")  # what a validation error is titled
+
+    file_hash: str
+
+
+class _Sealed(NamedTuple):
+    manifest: Manifest
+    file_hash: str  # as the file holds it
+    digest: str | None  # the file's own (_file_digest)
+
+
+def _read_sealed(raw: bytes) -> _Sealed | None:
+    """The Manifest of a file ending with a file hash, validated straight from its bytes; None when
+    pydantic-core's parser refuses the JSON itself (a lone surrogate escape): `json.loads` decides
+    those, as for any file.
+
+    A big file is hashed by a thread beside the validation: hashlib lets go of the GIL over a large
+    buffer, so its sha256 costs no time where a second core is free.
+    """
+    digest: list[str | None] = []
+    hasher = threading.Thread(target=lambda: digest.append(_file_digest(raw)), name="manifest-file-hash")
+    if len(raw) >= _HASH_BESIDE:
+        hasher.start()
+    try:
+        file = _SealedFile.model_validate_json(raw)
+    except pydantic_core.ValidationError as e:
+        if any(error["type"] == "json_invalid" for error in e.errors()):
+            return None
+        raise
+    finally:
+        if hasher.ident is not None:
+            hasher.join()
+    fields = {key: getattr(file, key) for key in Manifest.model_fields}
+    manifest = Manifest.model_construct(_fields_set=file.model_fields_set - {FILE_HASH_KEY}, **fields)
+    return _Sealed(manifest, file.file_hash, digest[0] if digest else _file_digest(raw))
+
+
+_HASH_BESIDE: Final = 1 << 20  # bytes from which a thread hashes the file (a smaller one: ~1 ms, after)
+
+
+def _check_format(manifest: Manifest, name: str) -> None:
+    if manifest.format != MANIFEST_FORMAT:
+        raise ValueError(
+            f"{name}: format {manifest.format} is not supported by this openapi2mcp "
+            f"(it reads format {MANIFEST_FORMAT}); recompile it with `openapi2mcp compile`"
+        )
+
+
+def _check_file_hash(file_hash: Any, digest: str | None, manifest: Manifest, name: str) -> None:
+    if not isinstance(file_hash, str) or digest != file_hash or not manifest.content_hash:
+        raise ValueError(
+            f"{name} does not match its file_hash: the file was edited, reformatted or damaged after "
+            "`openapi2mcp compile` wrote it (its bytes are hashed, so even re-indenting or other line "
+            "endings count); recompile it with `openapi2mcp compile` instead of editing the JSON"
+        )
 
 
 # Plain JSON data in the model (compiled schemas): put into the payload as they are. pydantic's
