@@ -14,6 +14,9 @@ biggest are 246 kB, which makes its Manifest 260 MB). Each run is a fresh proces
          validation, the hash check (the file hash: one sha256 over the bytes)
   floor  json.loads of the same bytes, the garbage collector off: the least any reader does
 
+`--baseline DIR` adds `ours` once more over another checkout's openapi2mcp (`git worktree add DIR
+COMMIT`), interleaved, on the same files: before and after in one run.
+
 Reported: the in-process seconds of the load (and of the import), the child's CPU time and peak
 RSS (os.wait4) and the ratio to the floor. Sides alternate; medians of --repeat runs.
 """
@@ -120,8 +123,14 @@ def synthetic(timeout: float) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--spec", action="append", metavar="NAME", help="github, 10k, graph (default all three)")
+    parser.add_argument("--baseline", metavar="DIR", help="also measure `ours` with the openapi2mcp of this checkout")
     c.common_options(parser, repeat=5)
     args = parser.parse_args(argv)
+    sides = dict(SIDES)
+    envs = {key: c.our_env() for key in SIDES}
+    if args.baseline:
+        sides["before"] = (f"Manifest.read, {Path(args.baseline).name}", OURS)
+        envs["before"] = {**c.our_env(), "PYTHONPATH": str(Path(args.baseline).resolve())}
     c.check_quiet()
     wanted = args.spec or ["github", "10k", "graph"]
     specs: list[tuple[c.Spec, Path | None]] = []
@@ -135,10 +144,10 @@ def main(argv: list[str] | None = None) -> int:
         manifest = written(synthetic(args.timeout) if path is None else manifest_for(spec.key, path, args.timeout),
                            args.timeout)
         manifest.read_bytes()  # into the page cache
-        runs: dict[str, list[c.Run]] = {k: [] for k in SIDES}
+        runs: dict[str, list[c.Run]] = {k: [] for k in sides}
         for i in range(args.repeat):
-            for key, (_label, code) in SIDES.items():
-                run = c.run_child([sys.executable, "-c", code, str(manifest)], timeout=args.timeout, env=c.our_env(),
+            for key, (_label, code) in sides.items():
+                run = c.run_child([sys.executable, "-c", code, str(manifest)], timeout=args.timeout, env=envs[key],
                                   result_file=True)
                 runs[key].append(run)
                 status = "ok" if run.ok else f"FAILED: {run.error}"
@@ -149,14 +158,14 @@ def main(argv: list[str] | None = None) -> int:
         cells = {k: [r for r in v if r.ok] for k, v in runs.items()}
         floor_load = c.median([r.result["load"] for r in cells["floor"]]) if cells["floor"] else None
         floor_cpu = c.median([r.result["load_cpu"] for r in cells["floor"]]) if cells["floor"] else None
-        for key, (label, _) in SIDES.items():
+        for key, (label, _) in sides.items():
             ok = cells[key]
             if not ok:
                 rows.append([spec.label, label, "", "", "", "", "", "", "", runs[key][0].error or "fails"])
                 continue
             load = c.median([r.result["load"] for r in ok])
             load_cpu = c.median([r.result["load_cpu"] for r in ok])
-            ours = key == "ours"
+            ours = key != "floor"
             rows.append([spec.label, label, ok[0].result["tools"], c.fmt_bytes(manifest.stat().st_size),
                          c.fmt_s(c.median([r.result["import"] for r in ok])) if ours else "",
                          c.fmt_s(load), c.fmt_s(load_cpu), c.fmt_mb(c.median([r.rss_mb for r in ok])),

@@ -36,7 +36,7 @@ import re
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field
@@ -546,9 +546,8 @@ class Manifest(_Model):
 
         A file `to_json` wrote since the file hash ends with `file_hash`: one sha256 over the file's
         bytes, so any changed byte (an edit, a re-indent, other line endings) is refused, and the
-        `content_hash` it holds is then the one the writer computed, taken as written. Such a file is
-        validated straight from its bytes (no tree of dicts built and thrown away) while another
-        thread hashes them.
+        `content_hash` it holds is then the one the writer computed, taken as written. A big file is
+        hashed by a thread while it is parsed.
 
         Older files have only `content_hash`, the canonical hash of the payload. It is checked on the
         parsed file itself (the C JSON encoder over plain data): a file `to_json` wrote is exactly its
@@ -558,18 +557,23 @@ class Manifest(_Model):
         """
         raw = text.encode() if isinstance(text, str) else text
         name = f"manifest {source}" if source else "manifest"
-        sealed = _read_sealed(raw) if _FILE_TAIL.search(raw, max(0, len(raw) - 120)) else None
-        if sealed is not None:
-            _check_format(sealed.manifest, name)
-            _check_file_hash(sealed.file_hash, sealed.digest, sealed.manifest, name)
-            return sealed.manifest
+        digest = _FileDigest(raw)  # a big file is hashed by a thread while it is parsed
         data = _parse(raw)
         file_hash = data.pop(FILE_HASH_KEY, None) if isinstance(data, dict) else None
         # not a JSON object: pydantic's own error names the problem
         manifest = cls.model_validate(data) if isinstance(data, dict) else cls.model_validate_json(text)
-        _check_format(manifest, name)
+        if manifest.format != MANIFEST_FORMAT:
+            raise ValueError(
+                f"{name}: format {manifest.format} is not supported by this openapi2mcp "
+                f"(it reads format {MANIFEST_FORMAT}); recompile it with `openapi2mcp compile`"
+            )
         if file_hash is not None:
-            _check_file_hash(file_hash, _file_digest(raw), manifest, name)
+            if not isinstance(file_hash, str) or digest.value() != file_hash or not manifest.content_hash:
+                raise ValueError(
+                    f"{name} does not match its file_hash: the file was edited, reformatted or damaged after "
+                    "`openapi2mcp compile` wrote it (its bytes are hashed, so even re-indenting or other line "
+                    "endings count); recompile it with `openapi2mcp compile` instead of editing the JSON"
+                )
         elif manifest.content_hash and not _file_matches(data, manifest.content_hash) and (
             manifest.content_hash != manifest.compute_hash()
         ):
@@ -593,64 +597,30 @@ class Manifest(_Model):
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-class _SealedFile(Manifest):
-    """A Manifest file as `to_json` writes it when sealed: the Manifest, then its `file_hash`."""
+class _FileDigest:
+    """`_file_digest(raw)`; a big file's computed by a thread from the start.
 
-    model_config = ConfigDict(title="Manifest")  # what a validation error is titled
-
-    file_hash: str
-
-
-class _Sealed(NamedTuple):
-    manifest: Manifest
-    file_hash: str  # as the file holds it
-    digest: str | None  # the file's own (_file_digest)
-
-
-def _read_sealed(raw: bytes) -> _Sealed | None:
-    """The Manifest of a file ending with a file hash, validated straight from its bytes; None when
-    pydantic-core's parser refuses the JSON itself (a lone surrogate escape): `json.loads` decides
-    those, as for any file.
-
-    A big file is hashed by a thread beside the validation: hashlib lets go of the GIL over a large
-    buffer, so its sha256 costs no time where a second core is free.
+    hashlib lets go of the GIL over a large buffer, so where a second core is free a big Manifest's
+    sha256 costs no time beside the parse (an error before it is asked for leaves the thread to end
+    on its own); a small one (~1 ms) is hashed when asked for.
     """
-    digest: list[str | None] = []
-    hasher = threading.Thread(target=lambda: digest.append(_file_digest(raw)), name="manifest-file-hash")
-    if len(raw) >= _HASH_BESIDE:
-        hasher.start()
-    try:
-        file = _SealedFile.model_validate_json(raw)
-    except pydantic_core.ValidationError as e:
-        if any(error["type"] == "json_invalid" for error in e.errors()):
-            return None
-        raise
-    finally:
-        if hasher.ident is not None:
-            hasher.join()
-    fields = {key: getattr(file, key) for key in Manifest.model_fields}
-    manifest = Manifest.model_construct(_fields_set=file.model_fields_set - {FILE_HASH_KEY}, **fields)
-    return _Sealed(manifest, file.file_hash, digest[0] if digest else _file_digest(raw))
+
+    def __init__(self, raw: bytes) -> None:
+        self._raw = raw
+        self._found: list[str | None] = []
+        self._thread: threading.Thread | None = None
+        if len(raw) >= _HASH_BESIDE and _FILE_TAIL.search(raw, max(0, len(raw) - 120)):
+            self._thread = threading.Thread(target=lambda: self._found.append(_file_digest(raw)),
+                                            name="manifest-file-hash", daemon=True)
+            self._thread.start()
+
+    def value(self) -> str | None:
+        if self._thread is not None:
+            self._thread.join()
+        return self._found[0] if self._found else _file_digest(self._raw)
 
 
-_HASH_BESIDE: Final = 1 << 20  # bytes from which a thread hashes the file (a smaller one: ~1 ms, after)
-
-
-def _check_format(manifest: Manifest, name: str) -> None:
-    if manifest.format != MANIFEST_FORMAT:
-        raise ValueError(
-            f"{name}: format {manifest.format} is not supported by this openapi2mcp "
-            f"(it reads format {MANIFEST_FORMAT}); recompile it with `openapi2mcp compile`"
-        )
-
-
-def _check_file_hash(file_hash: Any, digest: str | None, manifest: Manifest, name: str) -> None:
-    if not isinstance(file_hash, str) or digest != file_hash or not manifest.content_hash:
-        raise ValueError(
-            f"{name} does not match its file_hash: the file was edited, reformatted or damaged after "
-            "`openapi2mcp compile` wrote it (its bytes are hashed, so even re-indenting or other line "
-            "endings count); recompile it with `openapi2mcp compile` instead of editing the JSON"
-        )
+_HASH_BESIDE: Final = 1 << 20  # bytes from which a thread hashes the file
 
 
 # Plain JSON data in the model (compiled schemas): put into the payload as they are. pydantic's
