@@ -599,18 +599,14 @@ def test_a_sealed_file_loads_the_values_json_loads_gives() -> None:
     from openapi2mcp.manifest.model import _seal_file
 
     m = compile_example("notes").manifest
-    data = json.loads(m.to_json())
     odd = {"big": 123456789012345678901234567890, "floats": [0.1, -0.0, 2.5e-300, 1.7976931348623157e308],
            "text": "é ✓ \u2028 \"q\" \\ \n"}
-    data["tools"][0]["meta"] = {**data["tools"][0].get("meta", {}), "x-odd": odd}
-    del data["file_hash"], data["content_hash"]
-    unsealed = Manifest.model_validate(data)
-    sealed = unsealed.sealed()
+    first = m.tools[0].model_copy(update={"meta": {**m.tools[0].meta, "x-odd": odd}})
+    sealed = m.model_copy(update={"tools": [first, *m.tools[1:]]}).sealed()
     text = sealed.to_json()
     loaded = Manifest.from_json(text)
     assert loaded == sealed and loaded.tools[0].meta["x-odd"] == odd
     assert repr(loaded.tools[0].meta["x-odd"]) == repr(json.loads(text)["tools"][0]["meta"]["x-odd"])
-    assert loaded.model_fields_set == sealed.model_fields_set
     assert loaded.to_json() == text
     # JSON pydantic-core refuses (a lone surrogate escape) goes to json.loads, and still verifies
     lone = _seal_file(text[: text.index('"file_hash"')].rstrip().rstrip(",").replace(

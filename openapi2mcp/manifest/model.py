@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from openapi2mcp import __version__
 from openapi2mcp.manifest.bulk import paused_gc
+from openapi2mcp.manifest.sharing import SharingError, share, unshare
 
 if TYPE_CHECKING:
     from openapi2mcp.manifest.contract import ContractContext
@@ -530,12 +531,13 @@ class Manifest(_Model):
         return self.model_copy(update={"content_hash": self.compute_hash()})
 
     def to_json(self) -> str:
-        """The Manifest file: indented JSON, and when sealed a `file_hash` over its own bytes (see `_seal_file`)."""
+        """The Manifest file: indented JSON, each repeated schema subtree once (sharing.py), and when sealed a
+        `file_hash` over its own bytes (see `_seal_file`)."""
         try:
-            data = {**self.payload(), "content_hash": self.content_hash}
+            data = {**share(self.payload()), "content_hash": self.content_hash}
             text = json.dumps(data, indent=1, ensure_ascii=False, sort_keys=False) + "\n"
         except (TypeError, ValueError):
-            data = {**self._dumped_payload(), "content_hash": self.content_hash}
+            data = {**share(self._dumped_payload()), "content_hash": self.content_hash}
             text = json.dumps(data, indent=1, ensure_ascii=False, sort_keys=False) + "\n"
         return _seal_file(text) if self.content_hash else text
 
@@ -560,6 +562,11 @@ class Manifest(_Model):
         digest = _FileDigest(raw)  # a big file is hashed by a thread while it is parsed
         data = _parse(raw)
         file_hash = data.pop(FILE_HASH_KEY, None) if isinstance(data, dict) else None
+        if isinstance(data, dict):
+            try:
+                unshare(data)  # the repeated schema subtrees the file holds once
+            except SharingError as e:
+                raise ValueError(f"{name} is damaged: {e}; recompile it with `openapi2mcp compile`") from None
         # not a JSON object: pydantic's own error names the problem
         manifest = cls.model_validate(data) if isinstance(data, dict) else cls.model_validate_json(text)
         if manifest.format != MANIFEST_FORMAT:
