@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -30,6 +34,7 @@ from openapi2mcp.runtime.modern import ModernCalls, sdk_checked
 from tests.runtime_upstream import fixed, manifest, op, p, serve_in_thread, tool
 from tests.runtime_upstream import upstream_server as upstream_server
 
+ROOT = Path(__file__).resolve().parents[1]
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
 META = {"io.modelcontextprotocol/protocolVersion": MODERN,
@@ -377,3 +382,34 @@ def test_sse_answers_take_the_sdk_path(upstream: str) -> None:
         response = httpx2.post(base + "/mcp", content=raw(call()), headers=headers(), trust_env=False)
         assert response.status_code == 200 and "Rex" in response.text
         assert Pair(base, base, app).served == 0
+
+
+GLOBAL_TRACER = """
+import json, sys
+import httpx2
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from openapi2mcp.runtime import HttpOptions, Runtime, http_app
+from tests.test_modern_path import Pair, call, headers, pets_manifest, raw
+from tests.runtime_upstream import serve_in_thread
+
+exported = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exported))
+trace.set_tracer_provider(provider)  # the process's own tracing: the SDK's middleware records a span per request
+app = http_app(Runtime(pets_manifest(sys.argv[1])), HttpOptions())
+with serve_in_thread(app) as base:
+    response = httpx2.post(base + "/mcp", content=raw(call()), headers=headers(), trust_env=False)
+    print(json.dumps({"status": response.status_code, "served": Pair(base, base, app).served,
+                      "spans": [s.name for s in exported.get_finished_spans()]}))
+"""
+
+
+def test_a_global_tracer_provider_sees_every_request(upstream: str) -> None:
+    """With a tracer provider set in the process, the SDK's span records something: the fast path stands aside."""
+    out = subprocess.run([sys.executable, "-c", GLOBAL_TRACER, upstream], capture_output=True, text=True,
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120, check=True)
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report == {"status": 200, "served": 0, "spans": ["tools/call get_pet"]}

@@ -287,7 +287,8 @@ async def test_a_plain_exchange_answers_as_httpx2s_response() -> None:
 
     async with serving(kinds) as (server, base), client(base) as c:
         plain = PlainRequests(c, c._transport)  # type: ignore[arg-type]
-        for method, path, content in (("GET", "/chunked", None), ("POST", "/echo?q=1", b"payload"), ("PUT", "/e", None)):
+        cases = (("GET", "/chunked", None), ("POST", "/echo?q=1", b"payload"), ("PUT", "/e", None))
+        for method, path, content in cases:
             made = plain.prepare(method, base + path, {"Accept": "application/json"}, content)
             assert made is not None
             answer = await plain.send(made)
