@@ -189,6 +189,7 @@ WELL_FORMED = [
     ("an allowed Origin", call(), headers(origin="http://localhost:9999")),
     ("a declared Mcp-Param header, no arguments", call("header_pet", {}), headers("header_pet")),
     ("a step-up tool without auth", call("pets_stepped", {}), headers("pets_stepped")),
+    ("an Mcp-Session-Id (no sessions in 2026-07-28)", call(), headers("get_pet", ("mcp-session-id", "f" * 32))),
     ("the body's keys in another order", {"params": call()["params"], "method": "tools/call", "id": 3,
                                           "jsonrpc": "2.0"}, headers()),
 ]
@@ -374,6 +375,16 @@ async def test_with_telemetry_on_every_request_takes_the_sdk_path(upstream: str)
         from prometheus_client import generate_latest
 
         assert 'method="tools/call"' in generate_latest(exposition).decode()
+
+
+def test_without_the_apps_lifespan_both_paths_fail_alike(upstream: str) -> None:
+    """Served without its lifespan the SDK's session manager does not run and every MCP request is a 500."""
+    for fast_path in (True, False):
+        app = http_app(Runtime(pets_manifest(upstream)), HttpOptions(fast_path=fast_path))
+        with serve_in_thread(app, lifespan="off") as base:
+            response = httpx2.post(base + "/mcp", content=raw(call()), headers=headers(), trust_env=False)
+            assert response.status_code == 500, fast_path
+            assert Pair(base, base, app).served == 0
 
 
 def test_sse_answers_take_the_sdk_path(upstream: str) -> None:

@@ -113,8 +113,10 @@ class ModernCalls:
         await self._answer(scope, replay, send, version, *call)
 
     def _inert(self) -> bool:
-        """The runner's middleware would do nothing observable: only the SDK's own span, and nothing records it."""
-        return (all(type(m) is OpenTelemetryMiddleware for m in self.server.middleware)
+        """The SDK serves (its session manager runs) and its runner's middleware would do nothing observable:
+        only the SDK's own span, and nothing records it."""
+        return (getattr(self.server.session_manager, "_task_group", None) is not None  # else the SDK raises: a 500
+                and all(type(m) is OpenTelemetryMiddleware for m in self.server.middleware)
                 and isinstance(get_tracer_provider(), ProxyTracerProvider)
                 and METHOD not in self.server.cache_hints)
 
