@@ -392,6 +392,22 @@ async def test_pagination_order_and_forbidden_tools(upstream: str) -> None:
         assert (info.value.code, info.value.message) == (types.INVALID_PARAMS, f"Unknown tool: {name}")
 
 
+@pytest.mark.anyio
+async def test_a_cookie_an_upstream_sets_for_one_caller_never_reaches_another(upstream: str) -> None:
+    """One upstream client serves every caller: a Set-Cookie in one caller's answer is not kept."""
+    from openapi2mcp.runtime.access import Caller
+
+    runtime = Runtime(manifest(upstream, tool("login", op("GET", "/login", q("who"))), tool("echo", op("GET", "/echo")),
+                               tool("redirected", op("GET", "/redirect", fixed("to", "/login?who=bob")))))
+    alice, bob = Caller("alice", frozenset(), all_scopes=True), Caller("bob", frozenset(), all_scopes=True)
+    assert ok(await runtime.call("login", {"who": "alice"}, caller=alice)) == {"logged_in": "alice"}
+    assert ok(await runtime.call("redirected", {}, caller=alice)) == {"logged_in": "bob"}  # via httpx2's objects
+    seen = ok(await runtime.call("echo", {}, caller=bob))
+    assert "cookie" not in seen["headers"], seen["headers"]
+    assert len(runtime.upstream.client.cookies.jar) == 0
+    await runtime.aclose()
+
+
 def test_definitions_are_built_when_first_listed(upstream: str) -> None:
     """A big API starts without building every tool's definition: each page builds its own, once."""
     runtime = Runtime(many_tools(upstream), RuntimeOptions(page_size=2))

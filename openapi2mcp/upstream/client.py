@@ -7,12 +7,13 @@ redirects: a few same-origin ones are followed for GET/HEAD; the body is streame
 `max_response_bytes`. The wire is transport.py's `KeepAliveTransport` (httpx2's own when a proxy is
 configured); the HTTP transport is injectable (`transport=`) for unit tests of one function. On
 KeepAliveTransport a plain request and its plain answer skip httpx2's Request and Response objects
-(`PlainRequests`): the same bytes, the same errors; a redirect, an encoded body or a cookie goes
-through httpx2's objects as before.
+(`PlainRequests`): the same bytes, the same errors; a redirect or an encoded body goes through
+httpx2's objects as before. Cookies an upstream sets are never kept (`_KeepNoCookies`).
 """
 
 from __future__ import annotations
 
+import http.cookiejar
 import itertools
 import logging
 import time
@@ -86,6 +87,16 @@ _REFUSED: Final = {
 }
 
 
+
+class _KeepNoCookies(http.cookiejar.DefaultCookiePolicy):
+    """The client's cookie jar keeps nothing: one client serves every MCP caller, so a cookie an upstream
+    sets in one caller's answer must never ride on another caller's request. The overlay's cookies
+    (auth, `in: cookie` parameters) are sent by request.py as each request's own Cookie header."""
+
+    def set_ok(self, cookie: http.cookiejar.Cookie, request: urllib.request.Request) -> bool:
+        return False
+
+
 class _NoToken(Exception):
     """The token endpoint failed inside an attempt: raised past the retries of the upstream request."""
 
@@ -129,6 +140,7 @@ class Upstream:
                 transport = KeepAliveTransport(ssl_context=httpx2.create_ssl_context(verify=self.spec.verify_tls),
                                                limits=limits)
             self._client = httpx2.AsyncClient(
+                cookies=http.cookiejar.CookieJar(policy=_KeepNoCookies()),
                 timeout=httpx2.Timeout(t.read, connect=t.connect, pool=t.connect),
                 limits=limits,
                 verify=self.spec.verify_tls,
@@ -184,13 +196,12 @@ class Upstream:
             started = time.monotonic()
             answer = await _mapped(plain.method, lambda: plains.send(plain))
             _logged(plain.method, plain.url, answer)
-            if not (answer.has(b"content-encoding") or answer.has(b"set-cookie") or _redirects(plain.method, answer)):
+            if not (answer.has(b"content-encoding") or _redirects(plain.method, answer)):
                 return await self._plain_response(answer, prepared, op, started)
-            # what client.send makes of it: a Response bound to its Request, the cookies taken
+            # what client.send makes of it: a Response bound to its Request (no cookie is kept: _KeepNoCookies)
             request = self._request(client, prepared, body, inputs)
             response = httpx2.Response(answer.status, headers=answer.headers, stream=answer.body, request=request,
                                        extensions={"http_version": b"HTTP/1.1", "reason_phrase": answer.reason})
-            client.cookies.extract_cookies(response)
         shown = prepared.shown
         for hop in range(MAX_REDIRECTS + 1):
             current = response if response is not None else await self._send(client, request)
