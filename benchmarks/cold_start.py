@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import os
 import shutil
 import sys
@@ -205,6 +206,15 @@ class Package:
     install_s: float
 
 
+def _ensure_build_backend(timeout: float) -> None:
+    """The package's build backend (hatchling) in this venv: `--no-build-isolation` builds with what is here."""
+    if importlib.util.find_spec("hatchling") is None:
+        run = c.run_child([sys.executable, "-m", "pip", "install", "--quiet", "hatchling"], timeout=timeout,
+                          env=clean_env())
+        if not run.ok:
+            raise RuntimeError(f"pip install hatchling (the packages' build backend) failed: {run.error}")
+
+
 def build_and_install(case: Case, spec: Path, timeout: float) -> Package:
     """`openapi2mcp build` into .cache/bench/packages/NAME, then a --target install into .cache/bench/site-NAME."""
     name = f"{case.key}-mcp"
@@ -215,6 +225,7 @@ def build_and_install(case: Case, spec: Path, timeout: float) -> Package:
     if not build.ok:
         raise RuntimeError(f"openapi2mcp build failed: {build.error}")
     shutil.rmtree(site, ignore_errors=True)
+    _ensure_build_backend(timeout)
     install = c.run_child([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
                            "--no-compile", "--target", str(site), str(out)], timeout=timeout, env=clean_env())
     if not install.ok:

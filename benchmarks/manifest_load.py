@@ -3,16 +3,20 @@
     python benchmarks/manifest_load.py [--spec github --spec graph] [--repeat 5] [--markdown] [--json FILE]
 
 What a frozen package and `serve --manifest` do first. The Manifests are every operation of a
-spec (`openapi2mcp compile SPEC --all-operations -o .cache/bench/manifests/KEY-all.json`, made
-once, then written again by this checkout's `to_json` under manifests/file-hash, so the
-files carry this writer's hash): GitHub (1,223 tools) and Microsoft Graph v1.0 (11,422
-tools, fetched once from APIs-guru's npm package), and `--spec 10k`: 10,000 tools of typical size,
-GitHub's tools cycled with unique names (its median tool is 2.5 kB of tools/list; Graph's
-biggest are 246 kB, which makes its Manifest 260 MB). Each run is a fresh process:
+spec (`openapi2mcp compile SPEC --all-operations`, kept expanded in .cache/bench/manifests/KEY-all.json,
+made once), then written again by the checkout measured (`to_json`: its file hash, its shared
+subtrees) under manifests/written/WRITER/, so each side reads the file its own writer makes:
+GitHub (1,223 tools) and Microsoft Graph v1.0 (11,422 tools, fetched once from APIs-guru's npm
+package), and `--spec 10k`: 10,000 tools, GitHub's cycled with new names. The 10k file flatters a
+writer that shares repeated subtrees (its tools repeat 8 times); Graph is the real big API. Each
+run is a fresh process:
 
   ours   import openapi2mcp.manifest, then Manifest.read(FILE): json parse, pydantic
          validation, the hash check (the file hash: one sha256 over the bytes)
   floor  json.loads of the same bytes, the garbage collector off: the least any reader does
+
+`--baseline DIR` adds `ours` once more over another checkout's openapi2mcp (`git worktree add DIR
+COMMIT`), interleaved, on the same files: before and after in one run.
 
 Reported: the in-process seconds of the load (and of the import), the child's CPU time and peak
 RSS (os.wait4) and the ratio to the floor. Sides alternate; medians of --repeat runs.
@@ -21,6 +25,8 @@ RSS (os.wait4) and the ratio to the floor. Sides alternate; medians of --repeat 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import os
 import sys
 from pathlib import Path
 
@@ -29,10 +35,10 @@ if __package__ in (None, ""):  # run as a script: make the `benchmarks` package 
 
 from benchmarks import _common as c
 
-MANIFESTS = c.CACHE / "manifests"  # compiled once, by whichever checkout came first
-# ... and written again by this checkout (`Manifest.read(...).to_json()`): the files measured carry this
-# writer's hash (the file hash since 2026-12; an older checkout cannot read those, so they live apart)
-WRITTEN = MANIFESTS / "file-hash"
+MANIFESTS = c.CACHE / "manifests"  # the sources, expanded (every writer's reader takes them), made once ...
+# ... and each written again by the checkout measured (`Manifest.read(...).to_json()`), under a folder per
+# writer (a digest of its manifest/ code): each side reads the file its own writer makes
+WRITTEN = MANIFESTS / "written"
 
 OURS = """
 import json, sys, time
@@ -67,40 +73,55 @@ from openapi2mcp.manifest import Manifest
 Path(sys.argv[2]).write_bytes(Manifest.read(sys.argv[1]).to_json().encode())
 """
 
+# A file every reader takes: the payload expanded, the canonical content_hash, no file hash or shared subtrees.
+EXPANDED = """
+import json, sys
+from openapi2mcp.manifest import Manifest
+m = Manifest.read(sys.argv[1])
+if len(sys.argv) > 3:  # --cycle N: N tools cycled from the Manifest's, with new names
+    n = int(sys.argv[3])
+    tools = [t.model_copy(update={"name": f"{t.name}_{i}"}) for i in range(n) for t in [m.tools[i % len(m.tools)]]]
+    m = m.model_copy(update={"tools": tools, "content_hash": ""}).sealed()
+data = {**m.payload(), "content_hash": m.content_hash}
+open(sys.argv[2], "w").write(json.dumps(data, indent=1, ensure_ascii=False) + "\\n")
+"""
 
-def written(source: Path, timeout: float) -> Path:
-    """`source` as this checkout writes it (under WRITTEN, made once)."""
-    path = WRITTEN / source.name
+
+def writer_tag(root: Path) -> str:
+    """A digest of a checkout's Manifest writer (its manifest/ code): one folder of written files per writer."""
+    digest = hashlib.sha256()
+    for path in sorted((root / "openapi2mcp" / "manifest").glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def written(source: Path, timeout: float, env: dict[str, str]) -> Path:
+    """`source` as the checkout on `env`'s PYTHONPATH writes it (made once per writer)."""
+    path = WRITTEN / writer_tag(Path(env["PYTHONPATH"].split(os.pathsep)[0])) / source.name
     if not path.is_file():
-        WRITTEN.mkdir(parents=True, exist_ok=True)
-        run = c.run_child([sys.executable, "-c", REWRITE, str(source), str(path)], timeout=timeout, env=c.our_env())
+        path.parent.mkdir(parents=True, exist_ok=True)
+        run = c.run_child([sys.executable, "-P", "-c", REWRITE, str(source), str(path)], timeout=timeout, env=env)
         if not run.ok:
             raise RuntimeError(f"writing {path} failed: {run.error}")
     return path
 
 
 def manifest_for(key: str, spec: Path, timeout: float) -> Path:
-    """KEY-all.json, compiled once with `openapi2mcp compile --all-operations`."""
+    """KEY-all.json: every operation of the spec (`openapi2mcp compile --all-operations`), expanded, made once."""
     path = MANIFESTS / f"{key}-all.json"
     if path.is_file():
         return path
     MANIFESTS.mkdir(parents=True, exist_ok=True)
     c.progress(f"{key}: compiling every operation into {path} (once) ...")
-    run = c.run_child([sys.executable, "-m", "openapi2mcp", "compile", str(spec), "--all-operations", "-o", str(path)],
-                      timeout=timeout, env=c.our_env())
+    compiled = path.with_suffix(".compiled.json")
+    run = c.run_child([sys.executable, "-m", "openapi2mcp", "compile", str(spec), "--all-operations", "-o",
+                       str(compiled)], timeout=timeout, env=c.our_env())
+    if run.ok:
+        run = c.run_child([sys.executable, "-c", EXPANDED, str(compiled), str(path)], timeout=timeout, env=c.our_env())
+    compiled.unlink(missing_ok=True)
     if not run.ok:
-        raise RuntimeError(f"openapi2mcp compile failed: {run.error}")
+        raise RuntimeError(f"compiling {key} failed: {run.error}")
     return path
-
-
-SYNTHETIC = """
-import sys
-from openapi2mcp.manifest import Manifest
-m = Manifest.read(sys.argv[1])
-tools = [t.model_copy(update={"name": f"{t.name}_{i}"}) for i in range(10_000) for t in [m.tools[i % len(m.tools)]]]
-out = m.model_copy(update={"tools": tools, "content_hash": ""}).sealed()
-open(sys.argv[2], "w").write(out.to_json())
-"""
 
 
 def synthetic(timeout: float) -> Path:
@@ -110,8 +131,8 @@ def synthetic(timeout: float) -> Path:
         github = dict(c.pick_specs(["github"], False)).get(next(s for s in c.SPECS if s.key == "github"))
         if github is None:
             raise RuntimeError("the 10k Manifest is made from GitHub's spec, which is missing")
-        run = c.run_child([sys.executable, "-c", SYNTHETIC, str(manifest_for("github", github, timeout)), str(path)],
-                          timeout=timeout, env=c.our_env())
+        run = c.run_child([sys.executable, "-c", EXPANDED, str(manifest_for("github", github, timeout)), str(path),
+                           "10000"], timeout=timeout, env=c.our_env())
         if not run.ok:
             raise RuntimeError(f"making the 10k Manifest failed: {run.error}")
     return path
@@ -120,8 +141,14 @@ def synthetic(timeout: float) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--spec", action="append", metavar="NAME", help="github, 10k, graph (default all three)")
+    parser.add_argument("--baseline", metavar="DIR", help="also measure `ours` with the openapi2mcp of this checkout")
     c.common_options(parser, repeat=5)
     args = parser.parse_args(argv)
+    sides = dict(SIDES)
+    envs = {key: c.our_env() for key in SIDES}
+    if args.baseline:
+        sides["before"] = (f"Manifest.read, {Path(args.baseline).name}", OURS)
+        envs["before"] = {**c.our_env(), "PYTHONPATH": str(Path(args.baseline).resolve())}
     c.check_quiet()
     wanted = args.spec or ["github", "10k", "graph"]
     specs: list[tuple[c.Spec, Path | None]] = []
@@ -132,14 +159,16 @@ def main(argv: list[str] | None = None) -> int:
             specs += c.pick_specs([key], False)
     rows, raw = [], {}
     for spec, path in specs:
-        manifest = written(synthetic(args.timeout) if path is None else manifest_for(spec.key, path, args.timeout),
-                           args.timeout)
-        manifest.read_bytes()  # into the page cache
-        runs: dict[str, list[c.Run]] = {k: [] for k in SIDES}
+        source = synthetic(args.timeout) if path is None else manifest_for(spec.key, path, args.timeout)
+        files = {key: written(source, args.timeout, envs[key]) for key in sides if key != "floor"}
+        files["floor"] = files["ours"]  # the floor parses the bytes ours reads
+        for file in files.values():
+            file.read_bytes()  # into the page cache
+        runs: dict[str, list[c.Run]] = {k: [] for k in sides}
         for i in range(args.repeat):
-            for key, (_label, code) in SIDES.items():
-                run = c.run_child([sys.executable, "-c", code, str(manifest)], timeout=args.timeout, env=c.our_env(),
-                                  result_file=True)
+            for key, (_label, code) in sides.items():
+                run = c.run_child([sys.executable, "-P", "-c", code, str(files[key])], timeout=args.timeout,
+                                  env=envs[key], result_file=True)
                 runs[key].append(run)
                 status = "ok" if run.ok else f"FAILED: {run.error}"
                 load = run.result.get("load", float("nan"))
@@ -149,15 +178,15 @@ def main(argv: list[str] | None = None) -> int:
         cells = {k: [r for r in v if r.ok] for k, v in runs.items()}
         floor_load = c.median([r.result["load"] for r in cells["floor"]]) if cells["floor"] else None
         floor_cpu = c.median([r.result["load_cpu"] for r in cells["floor"]]) if cells["floor"] else None
-        for key, (label, _) in SIDES.items():
+        for key, (label, _) in sides.items():
             ok = cells[key]
             if not ok:
                 rows.append([spec.label, label, "", "", "", "", "", "", "", runs[key][0].error or "fails"])
                 continue
             load = c.median([r.result["load"] for r in ok])
             load_cpu = c.median([r.result["load_cpu"] for r in ok])
-            ours = key == "ours"
-            rows.append([spec.label, label, ok[0].result["tools"], c.fmt_bytes(manifest.stat().st_size),
+            ours = key != "floor"
+            rows.append([spec.label, label, ok[0].result["tools"], c.fmt_bytes(files[key].stat().st_size),
                          c.fmt_s(c.median([r.result["import"] for r in ok])) if ours else "",
                          c.fmt_s(load), c.fmt_s(load_cpu), c.fmt_mb(c.median([r.rss_mb for r in ok])),
                          _pair(c.ratio(load, floor_load), c.ratio(load_cpu, floor_cpu)) if ours and floor_load else "",

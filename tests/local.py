@@ -39,7 +39,7 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve_in_thread(app: Any, port: int | None = None, *, timeout: float = 10.0) -> Iterator[str]:
+def serve_in_thread(app: Any, port: int | None = None, *, timeout: float = 10.0, lifespan: str = "on") -> Iterator[str]:
     """Run an ASGI app (lifespan on) with uvicorn on 127.0.0.1 in a daemon thread; yields its base URL.
 
     The socket is bound here and handed to uvicorn, so no other process can take the port
@@ -51,7 +51,7 @@ def serve_in_thread(app: Any, port: int | None = None, *, timeout: float = 10.0)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port or 0))
     port = int(sock.getsockname()[1])
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan="on"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan=lifespan))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:

@@ -125,6 +125,13 @@ async def empty(request: Request) -> Response:
     return Response(status_code=204)
 
 
+async def login(request: Request) -> JSONResponse:
+    """Sets a session cookie for whoever asked (`who`), as a web API's login would."""
+    response = JSONResponse({"logged_in": request.query_params.get("who", "")})
+    response.set_cookie("session", request.query_params.get("who", ""), path="/")
+    return response
+
+
 def make_app() -> Starlette:
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
     return Starlette(
@@ -140,6 +147,7 @@ def make_app() -> Starlette:
             Route("/items", items),
             Route("/raw", raw, methods=methods),
             Route("/empty", empty, methods=methods),
+            Route("/login", login, methods=methods),
         ]
     )
 

@@ -564,8 +564,14 @@ def test_file_hash_is_the_sha256_of_the_file_with_its_value_blank(tmp_path: Path
     assert Manifest.from_json(text).content_hash == m.content_hash  # str or bytes
 
 
-def test_a_file_with_a_file_hash_is_refused_when_any_byte_changes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("threaded", [False, True])
+def test_a_file_with_a_file_hash_is_refused_when_any_byte_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, threaded: bool
+) -> None:
+    if threaded:  # a big file is hashed by a thread beside the parse: the same verdicts
+        monkeypatch.setattr("openapi2mcp.manifest.model._HASH_BESIDE", 0)
     m = compile_example("notes").manifest
+    assert Manifest.from_json(m.to_json()) == m
     raw = m.to_json().encode()
     path = tmp_path / "notes.json"
     # one byte of a description changed: still valid JSON, still a valid Manifest
@@ -586,6 +592,32 @@ def test_a_file_with_a_file_hash_is_refused_when_any_byte_changes(tmp_path: Path
     path.write_text(json.dumps(moved, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     with pytest.raises(ValueError, match="does not match its file_hash"):
         Manifest.read(path)
+
+
+def test_a_sealed_file_loads_the_values_json_loads_gives() -> None:
+    """Odd values round-trip through a sealed file; what pydantic-core's parser refuses goes to json.loads."""
+    from openapi2mcp.manifest.model import _seal_file
+
+    m = compile_example("notes").manifest
+    odd = {"big": 123456789012345678901234567890, "floats": [0.1, -0.0, 2.5e-300, 1.7976931348623157e308],
+           "text": "é ✓ \u2028 \"q\" \\ \n"}
+    first = m.tools[0].model_copy(update={"meta": {**m.tools[0].meta, "x-odd": odd}})
+    sealed = m.model_copy(update={"tools": [first, *m.tools[1:]]}).sealed()
+    text = sealed.to_json()
+    loaded = Manifest.from_json(text)
+    assert loaded == sealed and loaded.tools[0].meta["x-odd"] == odd
+    assert repr(loaded.tools[0].meta["x-odd"]) == repr(json.loads(text)["tools"][0]["meta"]["x-odd"])
+    assert loaded.to_json() == text
+    # JSON pydantic-core refuses (a lone surrogate escape) goes to json.loads, and still verifies
+    lone = _seal_file(text[: text.index('"file_hash"')].rstrip().rstrip(",").replace(
+        '"description": "', '"description": "\\ud800', 1) + "\n}\n")
+    assert Manifest.from_json(lone).tools[0].description.startswith("\ud800")
+    # a sealed file that is no Manifest: pydantic's error, titled as the Manifest
+    bad = json.loads(text)
+    bad["tools"][0]["risk"] = "extreme"
+    bad.pop("file_hash")
+    with pytest.raises(ValueError, match=r"validation error for Manifest\ntools\.0\.risk"):
+        Manifest.from_json(_seal_file(json.dumps(bad, indent=1, ensure_ascii=False) + "\n"))
 
 
 def test_an_old_manifest_with_only_the_canonical_hash_still_loads(tmp_path: Path) -> None:

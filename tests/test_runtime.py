@@ -392,7 +392,42 @@ async def test_pagination_order_and_forbidden_tools(upstream: str) -> None:
         assert (info.value.code, info.value.message) == (types.INVALID_PARAMS, f"Unknown tool: {name}")
 
 
+@pytest.mark.anyio
+async def test_a_cookie_an_upstream_sets_for_one_caller_never_reaches_another(upstream: str) -> None:
+    """One upstream client serves every caller: a Set-Cookie in one caller's answer is not kept."""
+    from openapi2mcp.runtime.access import Caller
+
+    runtime = Runtime(manifest(upstream, tool("login", op("GET", "/login", q("who"))), tool("echo", op("GET", "/echo")),
+                               tool("redirected", op("GET", "/redirect", fixed("to", "/login?who=bob")))))
+    alice, bob = Caller("alice", frozenset(), all_scopes=True), Caller("bob", frozenset(), all_scopes=True)
+    assert ok(await runtime.call("login", {"who": "alice"}, caller=alice)) == {"logged_in": "alice"}
+    assert ok(await runtime.call("redirected", {}, caller=alice)) == {"logged_in": "bob"}  # via httpx2's objects
+    seen = ok(await runtime.call("echo", {}, caller=bob))
+    assert "cookie" not in seen["headers"], seen["headers"]
+    assert len(runtime.upstream.client.cookies.jar) == 0
+    await runtime.aclose()
+
+
+def test_definitions_are_built_when_first_listed(upstream: str) -> None:
+    """A big API starts without building every tool's definition: each page builds its own, once."""
+    runtime = Runtime(many_tools(upstream), RuntimeOptions(page_size=2))
+    built = lambda: [name for name, t in runtime.tools.items() if "definition" in vars(t)]  # noqa: E731
+    assert built() == []
+    first = runtime.list_tools()
+    assert built() == ["t0", "t1"]
+    assert runtime.list_tools().tools[0] is first.tools[0]  # built once
+    runtime.list_tools(first.next_cursor)
+    assert built() == ["t0", "t1", "t2", "t3"]
+    runtime.check_tools()  # --check: all of them now
+    assert built() == ["t0", "t1", "t2", "t3", "t4"]
+    checked = Runtime(many_tools(upstream), RuntimeOptions(check_schemas=True))  # a hand-built Manifest, checked
+    assert all("definition" in vars(t) for t in checked.tools.values())
+
+
 def test_bad_manifests_are_config_errors(upstream: str) -> None:
+    bad_hint = tool("t", op("GET", "/echo"), annotations={"readOnlyHint": "maybe"})
+    with pytest.raises(ConfigError, match=r"(?s)tool t: invalid tool definition: .*readOnlyHint"):
+        Runtime(manifest(upstream, bad_hint))  # at start-up, though definitions are built when listed
     bad_schema = tool("t", op("GET", "/echo"), input_schema={"type": "nonsense"})
     with pytest.raises(ConfigError, match="tool t: invalid JSON Schema"):
         # compiled manifests skip this check

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import os
+import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -17,7 +18,9 @@ from typing import Any
 import httpx2
 import pytest
 
-from openapi2mcp.upstream import KeepAliveTransport
+from openapi2mcp.upstream import KeepAliveTransport, Upstream
+from openapi2mcp.upstream.transport import PlainRequests, request_head
+from tests.runtime_upstream import manifest, op
 
 pytestmark = pytest.mark.anyio
 
@@ -31,12 +34,14 @@ class Server:
         self.handler = handler
         self.connections = 0
         self.requests: list[tuple[bytes, bytes]] = []
+        self.heads: list[bytes] = []  # each request's line and headers, as they arrived
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
+                self.heads.append(head)
                 lines = head.split(b"\r\n")
                 fields = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(b":") for ln in lines[1:] if ln)}
                 if fields.get(b"transfer-encoding") == b"chunked":
@@ -228,3 +233,113 @@ async def test_the_pool_limit_waits_then_times_out() -> None:
         release.set()
         assert (await first).status_code == 200
         assert (await c.get("/3")).status_code == 200
+
+
+# ============================================================================ plain requests (no httpx2 objects)
+
+URLS = ["http://127.0.0.1:8000/a/b?x=1&y=%20z&e=", "https://api.example.com/p", "http://[::1]:9000/x",
+        "http://example.com:80/", "http://h/p%C3%A9/q?s=a+b", "https://example.com:443/a//b/../c"]
+HEADER_SETS: list[dict[str, str]] = [
+    {}, {"Accept": "application/json"}, {"accept": "text/plain", "Accept": "application/json"},
+    {"User-Agent": "me/1", "X-Api-Key": "k"}, {"Connection": "close", "ACCEPT-ENCODING": "identity"},
+    {"Cookie": "a=b; c=d", "Content-Type": "application/json", "Idempotency-Key": "\tk 1 "},
+]
+CONTENTS = [None, b"", b'{"a": 1}']
+
+
+def built(c: httpx2.AsyncClient, method: str, url: str, headers: dict[str, str], content: bytes | None) -> bytes:
+    """What KeepAliveTransport writes for the request httpx2 builds (client.py's httpx2 path)."""
+    request = c.build_request(method, url, headers=headers, content=content)
+    return request_head(request.method, request.url.raw_path, request.headers.raw) + request.read()
+
+
+async def test_a_plain_request_is_the_bytes_httpx2_would_write() -> None:
+    async with client("http://unused") as c:
+        plain = PlainRequests(c, c._transport)  # type: ignore[arg-type]
+        for method in ("GET", "HEAD", "DELETE", "OPTIONS", "POST", "PUT", "PATCH", "post"):
+            for url in URLS:
+                for headers in HEADER_SETS:
+                    for content in CONTENTS:
+                        made = plain.prepare(method, url, headers, content)
+                        assert made is not None, (method, url, headers)
+                        assert made.data == built(c, method, url, headers, content), (method, url, headers, content)
+
+
+async def test_what_is_not_plain_is_left_to_httpx2() -> None:
+    async with client("http://unused") as c:
+        plain = PlainRequests(c, c._transport)  # type: ignore[arg-type]
+        for headers in ({"Host": "other"}, {"content-length": "3"}, {"Transfer-Encoding": "chunked"},
+                        {"X-Note": "caf\u00e9"}, {"X-Bad": "a\r\nb"}, {"Bad Name": "x"}):
+            assert plain.prepare("POST", "http://h/x", headers, b"abc") is None, headers
+        assert plain.prepare("GET", "http://user:pw@h/x", {}, None) is None  # httpx2 sends it as Basic auth
+        assert plain.prepare("GET", "ftp://h/x", {}, None) is None
+        c.cookies.set("session", "s-1", domain="h.local")
+        assert plain.prepare("GET", "http://h/x", {}, None) is None  # the jar's cookies are httpx2's to merge
+
+
+async def test_a_plain_exchange_answers_as_httpx2s_response() -> None:
+    async def kinds(line: bytes, body: bytes, reader: Any, writer: asyncio.StreamWriter) -> bool:
+        if b"/chunked" in line:
+            writer.write(b"HTTP/1.1 201 Made It\r\ntransfer-encoding: chunked\r\nx-a: 1\r\nX-A: 2\r\n\r\n"
+                         b"5\r\nhello\r\n0\r\n\r\n")
+            return True
+        return await echo(line, body, reader, writer)
+
+    async with serving(kinds) as (server, base), client(base) as c:
+        plain = PlainRequests(c, c._transport)  # type: ignore[arg-type]
+        cases = (("GET", "/chunked", None), ("POST", "/echo?q=1", b"payload"), ("PUT", "/e", None))
+        for method, path, content in cases:
+            made = plain.prepare(method, base + path, {"Accept": "application/json"}, content)
+            assert made is not None
+            answer = await plain.send(made)
+            got = b"".join([chunk async for chunk in answer.body])
+            await answer.body.aclose()
+            response = await c.request(method, base + path, headers={"Accept": "application/json"}, content=content)
+            assert server.heads[-1] == server.heads[-2]  # the same request on the wire
+            assert (answer.status, answer.headers, got) == (response.status_code, response.headers.raw,
+                                                             response.content)
+            assert answer.reason.decode() == response.reason_phrase
+        assert server.connections == 1  # both kinds of request share the pool
+
+
+async def test_the_upstream_client_answers_alike_on_both_paths() -> None:
+    """Upstream.send on the plain path and on httpx2's: the same requests on the wire, the same answers,
+    and what only httpx2 does (a redirect, a compressed body) still done by it; a cookie set is kept by neither."""
+    packed = gzip.compress(b'{"packed": true}')
+
+    async def site(line: bytes, body: bytes, reader: Any, writer: asyncio.StreamWriter) -> bool:
+        if b"/moved" in line:
+            writer.write(answer("302 Found", b"", "location: /items/9"))
+        elif b"/gzip" in line:
+            writer.write(answer("200 OK", packed, "content-encoding: gzip", "content-type: application/json"))
+        elif b"/login" in line:
+            writer.write(answer("200 OK", b"{}", "set-cookie: sid=s-1; Path=/", "content-type: application/json"))
+        else:
+            writer.write(answer("200 OK", b'{"line": "%s"}' % line, "content-type: application/json"))
+        return True
+
+    def spec(base: str) -> Any:
+        return manifest(base).upstream
+
+    if urllib.request.getproxies():
+        pytest.skip("a proxy is configured: client.py sends through httpx2's own transport")
+    paths = ["/items/1", "/moved", "/gzip", "/items/2", "/login", "/items/3"]
+    seen: dict[bool, list[tuple[Any, ...]]] = {}
+    async with serving(site) as (server, base):
+        for plain in (True, False):
+            up = Upstream(spec(base), {})
+            client = up.client
+            if not plain:
+                up._plain = None  # every request through httpx2's objects, as before the plain path
+            assert (up._plain is not None) == plain
+            start = len(server.heads)
+            got = []
+            for path in paths:
+                r = await up.send(op("GET", path), {}, lambda expr: None)
+                got.append((r.status, r.reason, r.headers.raw, r.body, r.url, r.method))
+            assert dict(client.cookies) == {}  # the cookie was not kept, on either path (one client, every caller)
+            seen[plain] = [*got, *server.heads[start:]]
+            await up.aclose()
+    assert seen[True] == seen[False]
+    assert b"cookie:" not in seen[True][-1].lower()  # nor sent on the next request
+    assert seen[True][2][3] == b'{"packed": true}'

@@ -33,6 +33,7 @@ import hashlib
 import json
 import os
 import re
+import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -42,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from openapi2mcp import __version__
 from openapi2mcp.manifest.bulk import paused_gc
+from openapi2mcp.manifest.sharing import SharingError, share, unshare
 
 if TYPE_CHECKING:
     from openapi2mcp.manifest.contract import ContractContext
@@ -529,12 +531,13 @@ class Manifest(_Model):
         return self.model_copy(update={"content_hash": self.compute_hash()})
 
     def to_json(self) -> str:
-        """The Manifest file: indented JSON, and when sealed a `file_hash` over its own bytes (see `_seal_file`)."""
+        """The Manifest file: indented JSON, each repeated schema subtree once (sharing.py), and when sealed a
+        `file_hash` over its own bytes (see `_seal_file`)."""
         try:
-            data = {**self.payload(), "content_hash": self.content_hash}
+            data = {**share(self.payload()), "content_hash": self.content_hash}
             text = json.dumps(data, indent=1, ensure_ascii=False, sort_keys=False) + "\n"
         except (TypeError, ValueError):
-            data = {**self._dumped_payload(), "content_hash": self.content_hash}
+            data = {**share(self._dumped_payload()), "content_hash": self.content_hash}
             text = json.dumps(data, indent=1, ensure_ascii=False, sort_keys=False) + "\n"
         return _seal_file(text) if self.content_hash else text
 
@@ -543,9 +546,10 @@ class Manifest(_Model):
     def from_json(cls, text: str | bytes, *, source: str | None = None) -> Manifest:
         """Parse, validate and verify a Manifest file (`source`, the file's name, is for the error messages).
 
-        A file `to_json` wrote since the file hash carries `file_hash`: one sha256 over the file's
+        A file `to_json` wrote since the file hash ends with `file_hash`: one sha256 over the file's
         bytes, so any changed byte (an edit, a re-indent, other line endings) is refused, and the
-        `content_hash` it holds is then the one the writer computed, taken as written.
+        `content_hash` it holds is then the one the writer computed, taken as written. A big file is
+        hashed by a thread while it is parsed.
 
         Older files have only `content_hash`, the canonical hash of the payload. It is checked on the
         parsed file itself (the C JSON encoder over plain data): a file `to_json` wrote is exactly its
@@ -555,8 +559,14 @@ class Manifest(_Model):
         """
         raw = text.encode() if isinstance(text, str) else text
         name = f"manifest {source}" if source else "manifest"
+        digest = _FileDigest(raw)  # a big file is hashed by a thread while it is parsed
         data = _parse(raw)
         file_hash = data.pop(FILE_HASH_KEY, None) if isinstance(data, dict) else None
+        if isinstance(data, dict):
+            try:
+                unshare(data)  # the repeated schema subtrees the file holds once
+            except SharingError as e:
+                raise ValueError(f"{name} is damaged: {e}; recompile it with `openapi2mcp compile`") from None
         # not a JSON object: pydantic's own error names the problem
         manifest = cls.model_validate(data) if isinstance(data, dict) else cls.model_validate_json(text)
         if manifest.format != MANIFEST_FORMAT:
@@ -565,7 +575,7 @@ class Manifest(_Model):
                 f"(it reads format {MANIFEST_FORMAT}); recompile it with `openapi2mcp compile`"
             )
         if file_hash is not None:
-            if not isinstance(file_hash, str) or _file_digest(raw) != file_hash or not manifest.content_hash:
+            if not isinstance(file_hash, str) or digest.value() != file_hash or not manifest.content_hash:
                 raise ValueError(
                     f"{name} does not match its file_hash: the file was edited, reformatted or damaged after "
                     "`openapi2mcp compile` wrote it (its bytes are hashed, so even re-indenting or other line "
@@ -594,6 +604,32 @@ class Manifest(_Model):
 # No circular check (a dict of ids per container: 30% of the encoding): the payload is model dumps
 # and compiled schemas, trees that may share parts but never contain themselves.
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, check_circular=False)
+
+
+class _FileDigest:
+    """`_file_digest(raw)`; a big file's computed by a thread from the start.
+
+    hashlib lets go of the GIL over a large buffer, so where a second core is free a big Manifest's
+    sha256 costs no time beside the parse (an error before it is asked for leaves the thread to end
+    on its own); a small one (~1 ms) is hashed when asked for.
+    """
+
+    def __init__(self, raw: bytes) -> None:
+        self._raw = raw
+        self._found: list[str | None] = []
+        self._thread: threading.Thread | None = None
+        if len(raw) >= _HASH_BESIDE and _FILE_TAIL.search(raw, max(0, len(raw) - 120)):
+            self._thread = threading.Thread(target=lambda: self._found.append(_file_digest(raw)),
+                                            name="manifest-file-hash", daemon=True)
+            self._thread.start()
+
+    def value(self) -> str | None:
+        if self._thread is not None:
+            self._thread.join()
+        return self._found[0] if self._found else _file_digest(self._raw)
+
+
+_HASH_BESIDE: Final = 1 << 20  # bytes from which a thread hashes the file
 
 
 # Plain JSON data in the model (compiled schemas): put into the payload as they are. pydantic's

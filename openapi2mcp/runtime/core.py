@@ -203,6 +203,13 @@ class Runtime:
             out["state"] = {"store": self.state.describe(), "reachable": getattr(self.state, "healthy", True)}
         return out
 
+    def check_tools(self) -> None:
+        """Build every tool's definition now (`--check`): a ConfigError names one MCP clients would reject.
+
+        Serving builds each when it is first listed (tools.Tool.definition)."""
+        for tool in self.tools.values():
+            _ = tool.definition
+
     async def check_state(self) -> None:
         """Reach the shared state store once (`--check`, start-up): ToolFailure STATE_UNAVAILABLE when it cannot."""
         await self.state.ping()
@@ -251,10 +258,14 @@ def _auditor(env: Mapping[str, str], audit_log: AuditLog | str | None) -> Audito
         raise ConfigError(f"{e} (--audit-log / {AUDIT_LOG_VAR})") from None
 
 
+def _listed(runtime: Runtime) -> list[types.Tool]:
+    return [t.definition for t in runtime.tools.values()]
+
+
 def _changed(old: Runtime, new: Runtime) -> set[Kind]:
     """The lists whose entries differ between two Runtimes (what a client would see change)."""
     changed: set[Kind] = set()
-    if [t.definition for t in old.tools.values()] != [t.definition for t in new.tools.values()]:
+    if _listed(old) != _listed(new):
         changed.add("tools")
     if old.manifest.resources != new.manifest.resources:
         changed.add("resources")

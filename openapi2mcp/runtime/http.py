@@ -2,7 +2,8 @@
 
 Around the MCP endpoint, outermost first: the Host check against DNS rebinding (httpguard.py),
 the auth gate when auth is on (auth.py: bearer tokens, protected-resource metadata, step-up),
-the cap of sessions per caller, and a whole request body before the MCP app starts. `GET /healthz`
+the fast path of well-formed 2026-07-28 tools/call requests (modern.py), the cap of sessions per
+caller, and a whole request body before the MCP app starts. `GET /healthz`
 is open. stdio never imports this module: uvicorn's server, Starlette's app and auth load only here.
 """
 
@@ -25,6 +26,7 @@ from openapi2mcp.runtime import auth as access_auth
 from openapi2mcp.runtime import httpguard
 from openapi2mcp.runtime.core import Runtime
 from openapi2mcp.runtime.logs import configure_logging
+from openapi2mcp.runtime.modern import ModernCalls
 from openapi2mcp.runtime.options import HttpOptions, is_loopback, metrics_refusal
 from openapi2mcp.upstream import ConfigError
 
@@ -107,6 +109,9 @@ def http_app(runtime: Runtime, options: HttpOptions | None = None, *, log_level:
         routes += access_auth.metadata_routes(config, o.path, scopes_supported=runtime.scopes_supported(),
                                               resource_name=manifest.server.title or manifest.server.name)
         middleware += access_auth.middleware(config, mcp_path=o.path, challenge=runtime.step_up_challenge)
+    # a well-formed 2026-07-28 tools/call is answered here, as the SDK would (modern.py); the rest goes on
+    middleware.append(Middleware(ModernCalls, server=server, path=o.path, security=security,
+                                 json_response=o.json_response, enabled=o.fast_path))
     if not o.stateless and o.limits.sessions_per_caller:  # after auth: a caller is its token's subject
         middleware.append(Middleware(httpguard.SessionCap, path=o.path, limit=o.limits.sessions_per_caller,
                                      live=httpguard.sdk_sessions(server.session_manager)))

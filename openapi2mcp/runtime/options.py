@@ -136,3 +136,4 @@ class HttpOptions:
     no_auth: bool = False
     limits: HttpLimits = HttpLimits()
     metrics: MetricsOptions | None = None  # serve /metrics (needs RuntimeOptions(metrics=True))
+    fast_path: bool = True  # False: every request through the SDK's own HTTP entry (modern.py; tests compare both)

@@ -46,6 +46,8 @@ def build_server(runtime: Runtime, *, stateless: bool = False) -> Server[Any]:
     async def on_call_tool(
         ctx: Any, params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
+        # reads ctx.request, ctx.session.check_client_capability, ctx.protocol_version and ctx.request_id
+        # only: modern.py's fast path calls it with a CallContext that has just these (keep them in step)
         caller = caller_from_context(ctx, runtime.local)
         # only the overlay's upstream.forward_headers of the inbound request reach the upstream
         forwarded = FORWARDED_HEADERS.set(inbound_headers(ctx, runtime.manifest.upstream.forward_headers) or None)

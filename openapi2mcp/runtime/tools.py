@@ -37,10 +37,16 @@ def invalid(message: str, field: str | None = None) -> ToolFailure:
 
 
 class Tool:
-    """A callable tool: its spec plus everything compiled once at start-up."""
+    """A callable tool: its spec plus everything compiled once at start-up.
+
+    Its definition (what tools/list shows, with the contract) is built when first listed: most of
+    a big API's tools are never listed by a given server process, and building all of them was most of
+    the start-up (Microsoft Graph: 1.6 s for 11,422 tools). `check` builds it now, as `Runtime.check` does.
+    """
 
     def __init__(self, spec: ToolSpec, signer: Signer, *, check: bool, contract: ContractContext | None = None) -> None:
         self.spec = spec
+        self.contract = contract
         schema_error: type[Exception] = _Unchecked  # only a schema check raises jsonschema's SchemaError
         try:
             # `check`: validate the schemas themselves against the metaschema now (see compile_schema)
@@ -55,16 +61,28 @@ class Tool:
             self.pagers = {b.key: Paginator(spec.name, b.pagination, signer) for b in spec.branches if b.pagination}
             for expr in _expressions(spec):
                 compile_expression(expr)
-            self.definition = types.Tool.model_validate(spec.definition(contract))  # _meta: the contract
         except schema_error as e:
             raise ConfigError(f"tool {spec.name}: invalid JSON Schema: {getattr(e, 'message', e)}") from None
         except jmespath.exceptions.JMESPathError as e:
             raise ConfigError(f"tool {spec.name}: invalid JMESPath expression: {e}") from None
-        except ValueError as e:  # pydantic: a definition MCP clients would reject
-            raise ConfigError(f"tool {spec.name}: invalid tool definition: {e}") from None
         if not spec.branches:
             raise ConfigError(f"tool {spec.name}: no branches to run")
         self.branches = [b for b in spec.branches if b.risk != "forbidden"]
+        if check:
+            _ = self.definition
+        elif spec.annotations:  # the one part of a definition a valid ToolSpec may still get wrong: told now
+            try:
+                types.ToolAnnotations.model_validate(spec.annotations)
+            except ValueError as e:
+                raise ConfigError(f"tool {spec.name}: invalid tool definition: {e}") from None
+
+    @cached_property
+    def definition(self) -> types.Tool:
+        """The tool as tools/list shows it, its contract in `_meta`; a ConfigError when MCP clients would reject it."""
+        try:
+            return types.Tool.model_validate(self.spec.definition(self.contract))
+        except ValueError as e:  # pydantic: a definition MCP clients would reject
+            raise ConfigError(f"tool {self.spec.name}: invalid tool definition: {e}") from None
 
     @cached_property
     def arguments(self) -> Validator:

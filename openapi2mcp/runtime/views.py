@@ -26,21 +26,21 @@ class Views:
         self.tools = tools
         self.page_size = page_size
         self._cursor_tag = (content_hash or "unsealed")[-12:]
-        self._views: dict[tuple[bool, frozenset[str]], tuple[list[types.Tool], str]] = {}
+        self._views: dict[tuple[bool, frozenset[str]], tuple[list[Tool], str]] = {}
 
     def page(self, cursor: str | None, caller: Caller) -> types.ListToolsResult:
         """One page of the tools the caller may use; a cursor is valid for callers with the same view."""
         listed, tag = self._view(caller)
         tools, nxt = listing.page(listed, cursor, size=self.page_size, kind="tools", tag=tag)
-        return types.ListToolsResult(tools=tools, next_cursor=nxt)
+        return types.ListToolsResult(tools=[t.definition for t in tools], next_cursor=nxt)  # built when first listed
 
-    def _view(self, caller: Caller) -> tuple[list[types.Tool], str]:
+    def _view(self, caller: Caller) -> tuple[list[Tool], str]:
         """The tools a caller's scopes allow, and the cursor tag of that list (cached per scope set)."""
         key = (caller.all_scopes, caller.scopes)
         view = self._views.get(key)
         if view is None:
-            listed = [t.definition for t in self.tools.values() if visible(t.spec, caller)]
-            tag = listing.view_tag(self._cursor_tag, [t.name for t in listed], len(self.tools))
+            listed = [t for t in self.tools.values() if visible(t.spec, caller)]
+            tag = listing.view_tag(self._cursor_tag, [t.spec.name for t in listed], len(self.tools))
             if len(self._views) >= MAX_VIEWS:
                 self._views.clear()
             view = self._views[key] = (listed, tag)

@@ -154,6 +154,7 @@ def serve(
     reached = anyio.run(_reach_state, runtime, check)  # the store's first answer (its client closes again)
     try:
         if check:
+            runtime.check_tools()  # serving builds each definition when first listed
             anyio.run(_check_credential, runtime)  # oauth2_client_credentials: a wrong secret shows now, not later
             say(prog, f"configuration ok ({listed} tool(s), transport {options.transport}"
                 f"{', state ' + runtime.state.describe() if runtime.state.shared else ''})", options)

@@ -5,17 +5,22 @@ sent, retried when retry.py allows, every attempt recorded as provenance, an ans
 2xx raised as its stable error (failures.py), the body decoded (response.py). No automatic
 redirects: a few same-origin ones are followed for GET/HEAD; the body is streamed and refused past
 `max_response_bytes`. The wire is transport.py's `KeepAliveTransport` (httpx2's own when a proxy is
-configured); the HTTP transport is injectable (`transport=`) for unit tests of one function.
+configured); the HTTP transport is injectable (`transport=`) for unit tests of one function. On
+KeepAliveTransport a plain request and its plain answer skip httpx2's Request and Response objects
+(`PlainRequests`): the same bytes, the same errors; a redirect or an encoded body goes through
+httpx2's objects as before. Cookies an upstream sets are never kept (`_KeepNoCookies`).
 """
 
 from __future__ import annotations
 
+import http.cookiejar
 import itertools
+import logging
 import time
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import AsyncIterable, Awaitable, Callable, Mapping
 from contextvars import ContextVar
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import anyio
 import httpx2
@@ -38,9 +43,11 @@ from openapi2mcp.upstream.request import (
 from openapi2mcp.upstream.response import Payload, UpstreamResponse, clip_quote, decode
 from openapi2mcp.upstream.secrets import Redactor, redact_logs
 from openapi2mcp.upstream.settings import origin, resolve_settings
-from openapi2mcp.upstream.transport import KeepAliveTransport
+from openapi2mcp.upstream.transport import Answer, KeepAliveTransport, PlainRequests
 
 MAX_REDIRECTS: Final = 3
+_HTTPX_LOG: Final = logging.getLogger("httpx2")
+_T = TypeVar("_T")  # its line per request, written for the plain ones too
 
 
 # ============================================================================ forwarded inbound headers
@@ -80,6 +87,16 @@ _REFUSED: Final = {
 }
 
 
+
+class _KeepNoCookies(http.cookiejar.DefaultCookiePolicy):
+    """The client's cookie jar keeps nothing: one client serves every MCP caller, so a cookie an upstream
+    sets in one caller's answer must never ride on another caller's request. The overlay's cookies
+    (auth, `in: cookie` parameters) are sent by request.py as each request's own Cookie header."""
+
+    def set_ok(self, cookie: http.cookiejar.Cookie, request: urllib.request.Request) -> bool:
+        return False
+
+
 class _NoToken(Exception):
     """The token endpoint failed inside an attempt: raised past the retries of the upstream request."""
 
@@ -104,6 +121,7 @@ class Upstream:
         # a bearer token obtained while serving (OAuth client credentials, the caller's, exchanged)
         self.credential = credential(self.settings.oauth, self.settings.redactor, spec.retries)
         self._client: httpx2.AsyncClient | None = None
+        self._plain: PlainRequests | None = None  # set with the client when it runs on KeepAliveTransport
         redact_logs(self.settings.redactor)
 
     @property
@@ -122,17 +140,20 @@ class Upstream:
                 transport = KeepAliveTransport(ssl_context=httpx2.create_ssl_context(verify=self.spec.verify_tls),
                                                limits=limits)
             self._client = httpx2.AsyncClient(
+                cookies=http.cookiejar.CookieJar(policy=_KeepNoCookies()),
                 timeout=httpx2.Timeout(t.read, connect=t.connect, pool=t.connect),
                 limits=limits,
                 verify=self.spec.verify_tls,
                 follow_redirects=False,  # redirects are followed by hand, same origin only
                 transport=transport,
             )
+            if isinstance(transport, KeepAliveTransport) and self.transport is None:
+                self._plain = PlainRequests(self._client, transport)
         return self._client
 
     async def aclose(self) -> None:
         if self._client is not None:
-            client, self._client = self._client, None
+            client, self._client, self._plain = self._client, None, None
             await client.aclose()
 
     def preview(
@@ -164,8 +185,57 @@ class Upstream:
         prepared = self.preview(op, inputs, evaluate, headers=headers)
         client = self.client
         body = prepared.body or EncodedBody()
+        plains = self._plain
+        plain = (plains.prepare(prepared.method, prepared.url, prepared.headers, body.content)
+                 if plains is not None and body.data is None and body.files is None else None)
+        response: httpx2.Response | None = None
+        if plains is None or plain is None:
+            request = self._request(client, prepared, body, inputs)
+            started = time.monotonic()
+        else:
+            started = time.monotonic()
+            answer = await _mapped(plain.method, lambda: plains.send(plain))
+            _logged(plain.method, plain.url, answer)
+            if not (answer.has(b"content-encoding") or _redirects(plain.method, answer)):
+                return await self._plain_response(answer, prepared, op, started)
+            # what client.send makes of it: a Response bound to its Request (no cookie is kept: _KeepNoCookies)
+            request = self._request(client, prepared, body, inputs)
+            response = httpx2.Response(answer.status, headers=answer.headers, stream=answer.body, request=request,
+                                       extensions={"http_version": b"HTTP/1.1", "reason_phrase": answer.reason})
+        shown = prepared.shown
+        for hop in range(MAX_REDIRECTS + 1):
+            current = response if response is not None else await self._send(client, request)
+            response = None
+            try:
+                if current.is_redirect and prepared.method in ("GET", "HEAD"):
+                    if hop == MAX_REDIRECTS:
+                        raise ToolFailure.of(
+                            ErrorCode.UPSTREAM_ERROR,
+                            f"the upstream redirected more than {MAX_REDIRECTS} times; not followed",
+                            status=current.status_code,
+                        )
+                    request, shown = self._redirect(client, request, current)
+                    continue
+                content = await self._read(current)
+            finally:
+                await current.aclose()
+            return UpstreamResponse(
+                status=current.status_code,
+                reason=current.reason_phrase,
+                headers=current.headers,
+                body=content,
+                method=prepared.method,
+                url=shown,
+                operation=op.id,
+                elapsed_ms=int((time.monotonic() - started) * 1000),
+            )
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @staticmethod
+    def _request(client: httpx2.AsyncClient, prepared: Prepared, body: EncodedBody,
+                 inputs: Mapping[str, Any]) -> httpx2.Request:
         try:
-            request = client.build_request(
+            return client.build_request(
                 prepared.method,
                 prepared.url,
                 headers=prepared.headers,
@@ -175,34 +245,25 @@ class Upstream:
             )
         except UnicodeEncodeError as e:  # form fields are encoded here
             raise unsendable(e, inputs) from None
-        shown = prepared.shown
-        started = time.monotonic()
-        for hop in range(MAX_REDIRECTS + 1):
-            response = await self._send(client, request)
-            try:
-                if response.is_redirect and prepared.method in ("GET", "HEAD"):
-                    if hop == MAX_REDIRECTS:
-                        raise ToolFailure.of(
-                            ErrorCode.UPSTREAM_ERROR,
-                            f"the upstream redirected more than {MAX_REDIRECTS} times; not followed",
-                            status=response.status_code,
-                        )
-                    request, shown = self._redirect(client, request, response)
-                    continue
-                content = await self._read(response)
-            finally:
-                await response.aclose()
-            return UpstreamResponse(
-                status=response.status_code,
-                reason=response.reason_phrase,
-                headers=response.headers,
-                body=content,
-                method=prepared.method,
-                url=shown,
-                operation=op.id,
-                elapsed_ms=int((time.monotonic() - started) * 1000),
-            )
-        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _plain_response(self, answer: Answer, prepared: Prepared, op: OperationSpec,
+                              started: float) -> UpstreamResponse:
+        """The UpstreamResponse of a plain answer: what the httpx2 path makes of it, read without its objects."""
+        headers = httpx2.Headers(answer.headers)
+        try:
+            content = await self._body(headers, answer.body, answer.status)
+        finally:
+            await answer.body.aclose()
+        return UpstreamResponse(
+            status=answer.status,
+            reason=answer.reason.decode("ascii", errors="ignore"),  # httpx2's reason_phrase
+            headers=headers,
+            body=content,
+            method=prepared.method,
+            url=prepared.shown,
+            operation=op.id,
+            elapsed_ms=int((time.monotonic() - started) * 1000),
+        )
 
     async def fetch(
         self, op: OperationSpec, inputs: Mapping[str, Any], evaluate: Evaluate, *,
@@ -298,22 +359,7 @@ class Upstream:
                     host=self.redactor.text(host), port=port, resend=resend)
 
     async def _send(self, client: httpx2.AsyncClient, request: httpx2.Request) -> httpx2.Response:
-        try:
-            try:
-                return await client.send(request, stream=True)
-            except (httpx2.RemoteProtocolError, httpx2.ReadError, httpx2.WriteError):
-                # A pooled keep-alive connection the upstream closed just as we reused it: the
-                # request never got an answer. Safe to send once more, on a fresh connection,
-                # when repeating it cannot do anything twice.
-                if request.method not in IDEMPOTENT_METHODS:
-                    raise
-                return await client.send(request, stream=True)
-        except httpx2.ConnectTimeout:
-            raise unavailable("the upstream did not accept a connection in time") from None
-        except httpx2.TimeoutException:
-            raise timed_out() from None
-        except httpx2.TransportError as e:
-            raise unavailable(f"could not reach the upstream ({type(e).__name__})") from None
+        return await _mapped(request.method, lambda: client.send(request, stream=True))
 
     def _redirect(
         self, client: httpx2.AsyncClient, request: httpx2.Request, response: httpx2.Response
@@ -355,32 +401,68 @@ class Upstream:
         return new, self.redactor.text(shown)
 
     async def _read(self, response: httpx2.Response) -> bytes:
+        return await self._body(response.headers, response.aiter_bytes(), response.status_code)
+
+    async def _body(self, headers: httpx2.Headers, chunks: AsyncIterable[bytes], status: int) -> bytes:
+        """The whole body, refused past `max_response_bytes` (declared or as it arrives)."""
         cap = self.spec.max_response_bytes
-        declared = response.headers.get("content-length", "")
+        declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > cap:
-            raise too_large(cap, response.status_code)
-        chunks: list[bytes] = []
+            raise too_large(cap, status)
+        parts: list[bytes] = []
         total = 0
         try:
-            async for chunk in response.aiter_bytes():
+            async for chunk in chunks:
                 total += len(chunk)
                 if total > cap:
-                    raise too_large(cap, response.status_code)
-                chunks.append(chunk)
+                    raise too_large(cap, status)
+                parts.append(chunk)
         except httpx2.TimeoutException:
             raise timed_out() from None
         except httpx2.DecodingError:
             raise ToolFailure.of(
                 ErrorCode.UPSTREAM_INVALID_RESPONSE,
                 "the upstream sent a body that could not be decoded (bad compression)",
-                status=response.status_code,
+                status=status,
             ) from None
         except httpx2.TransportError as e:
             raise unavailable(
                 f"the upstream connection broke while reading the response ({type(e).__name__})"
             ) from None
-        return b"".join(chunks)
+        return b"".join(parts)
 
     def failure(self, resp: UpstreamResponse, op: OperationSpec, modes: Mapping[str, FailureMode]) -> ToolFailure:
         return status_failure(resp, op, modes, self.redactor, no_credential=self.settings.no_credential,
                               refused=_REFUSED.get(self.spec.auth.type) if self.credential else None)
+
+
+async def _mapped(method: str, send: Callable[[], Awaitable[_T]]) -> _T:
+    """`send()` once more after a stale keep-alive connection, and httpx2's failures as our errors."""
+    try:
+        try:
+            return await send()
+        except (httpx2.RemoteProtocolError, httpx2.ReadError, httpx2.WriteError):
+            # A pooled keep-alive connection the upstream closed just as we reused it: the
+            # request never got an answer. Safe to send once more, on a fresh connection,
+            # when repeating it cannot do anything twice.
+            if method not in IDEMPOTENT_METHODS:
+                raise
+            return await send()
+    except httpx2.ConnectTimeout:
+        raise unavailable("the upstream did not accept a connection in time") from None
+    except httpx2.TimeoutException:
+        raise timed_out() from None
+    except httpx2.TransportError as e:
+        raise unavailable(f"could not reach the upstream ({type(e).__name__})") from None
+
+
+def _redirects(method: str, answer: Answer) -> bool:
+    """An answer `send` treats as a redirect: httpx2's `is_redirect` (any 3xx), to a GET or HEAD."""
+    return method in ("GET", "HEAD") and 300 <= answer.status <= 399
+
+
+def _logged(method: str, url: httpx2.URL, answer: Answer) -> None:
+    """httpx2's INFO line of a request it sent (with the same words for one sent without it)."""
+    if _HTTPX_LOG.isEnabledFor(logging.INFO):
+        _HTTPX_LOG.info('HTTP Request: %s %s "%s %d %s"', method, url, "HTTP/1.1", answer.status,
+                        answer.reason.decode("ascii", errors="ignore"))

@@ -13,14 +13,22 @@ for `keepalive_expiry` s), the client's connect/read/write/pool timeouts (httpx2
 exceptions), TLS with the client's SSL context, streamed bodies both ways (flow-controlled).
 What it does not: proxies (client.py uses httpx2's transport when a proxy variable is set),
 HTTP/2, upgrades. A HEAD answer, or one after which the upstream closes, is not kept alive.
+
+`PlainRequests` and `KeepAliveTransport.exchange` skip httpx2's objects for a plain request (ASCII
+headers, bytes or no body, no cookie jar to merge): `PlainRequests.head` writes the bytes that
+`client.build_request(...)` would put on the wire here (tests/test_transport.py holds it to that),
+and the answer comes back as an `Answer` (status, headers, body stream) for client.py to read or
+to turn into the httpx2 `Response` that `client.send` would have made.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import ssl
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 import httptools
@@ -30,6 +38,15 @@ _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 _READ_HIGH_WATER: Final = 256 * 1024  # bytes of body buffered before the socket stops being read
 
 Origin = tuple[str, str, int]
+
+
+def request_head(method: str, target: bytes, headers: list[tuple[bytes, bytes]]) -> bytes:
+    """A request's line and header fields as they go on the wire."""
+    head = [method.encode("ascii"), b" ", target, b" HTTP/1.1\r\n"]
+    for name, value in headers:
+        head += [name, b": ", value, b"\r\n"]
+    head.append(b"\r\n")
+    return b"".join(head)
 
 
 class _Connection(asyncio.Protocol):
@@ -153,15 +170,10 @@ class _Connection(asyncio.Protocol):
 
     async def send(self, request: httpx2.Request, write_timeout: float | None) -> None:
         self._begin(head=request.method == "HEAD")
-        url = request.url
-        head = [request.method.encode("ascii"), b" ", url.raw_path, b" HTTP/1.1\r\n"]
-        chunked = False
-        for name, value in request.headers.raw:
-            head += [name, b": ", value, b"\r\n"]
-            chunked = chunked or (name.lower() == b"transfer-encoding" and b"chunked" in value.lower())
-        head.append(b"\r\n")
+        chunked = any(name.lower() == b"transfer-encoding" and b"chunked" in value.lower()
+                      for name, value in request.headers.raw)
         assert self.transport is not None
-        self.transport.write(b"".join(head))
+        self.transport.write(request_head(request.method, request.url.raw_path, request.headers.raw))
         stream: Any = request.stream
         async for chunk in stream:
             if chunk:
@@ -169,6 +181,13 @@ class _Connection(asyncio.Protocol):
                 await self._drain(write_timeout)
         if chunked:
             self.transport.write(b"0\r\n\r\n")
+        await self._drain(write_timeout)
+
+    async def send_bytes(self, data: bytes, *, head: bool, write_timeout: float | None) -> None:
+        """A whole request already on the wire's terms (`PlainRequests.head` and the body), in one write."""
+        self._begin(head=head)
+        assert self.transport is not None
+        self.transport.write(data)
         await self._drain(write_timeout)
 
     async def _drain(self, seconds: float | None) -> None:
@@ -248,16 +267,28 @@ class KeepAliveTransport(httpx2.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         timeouts = request.extensions.get("timeout", {})
-        url = request.url
-        scheme = url.scheme
-        if scheme not in _DEFAULT_PORTS:
-            raise httpx2.UnsupportedProtocol(f"unsupported URL scheme {scheme!r}")
-        origin = (scheme, url.host, url.port or _DEFAULT_PORTS[scheme])
+        origin = _origin(request.url)
+        conn = await self._exchange(origin, timeouts, lambda c: c.send(request, timeouts.get("write")))
+        return httpx2.Response(
+            conn.status, headers=conn.headers, stream=_Body(self, origin, conn, timeouts.get("read")),
+            extensions={"http_version": b"HTTP/1.1", "reason_phrase": conn.reason},
+        )
+
+    async def exchange(self, origin: Origin, data: bytes, *, head: bool,
+                       timeouts: Mapping[str, float | None]) -> Answer:
+        """Send `data` (a whole request: PlainRequests.head and the body) and wait for the answer's head."""
+        conn = await self._exchange(origin, timeouts,
+                                    lambda c: c.send_bytes(data, head=head, write_timeout=timeouts.get("write")))
+        return Answer(conn.status, conn.reason, conn.headers, _Body(self, origin, conn, timeouts.get("read")))
+
+    async def _exchange(self, origin: Origin, timeouts: Mapping[str, float | None],
+                        write: Callable[[_Connection], Awaitable[None]]) -> _Connection:
+        """A connection (a pool slot held) that has sent a request and read its answer's head."""
         await self._acquire(timeouts.get("pool"))
         try:
             conn = self._idle_connection(origin) or await self._connect(origin, timeouts.get("connect"))
             try:
-                await conn.send(request, timeouts.get("write"))
+                await write(conn)
                 await conn.answer_head(timeouts.get("read"))
             except BaseException:
                 conn.close()
@@ -265,10 +296,7 @@ class KeepAliveTransport(httpx2.AsyncBaseTransport):
         except BaseException:
             self._free()
             raise
-        return httpx2.Response(
-            conn.status, headers=conn.headers, stream=_Body(self, origin, conn, timeouts.get("read")),
-            extensions={"http_version": b"HTTP/1.1", "reason_phrase": conn.reason},
-        )
+        return conn
 
     async def _acquire(self, seconds: float | None) -> None:
         loop = asyncio.get_running_loop()
@@ -326,3 +354,101 @@ class KeepAliveTransport(httpx2.AsyncBaseTransport):
             for conn in idle:
                 conn.close()
         self._idle = {}
+
+
+def _origin(url: httpx2.URL) -> Origin:
+    scheme = url.scheme
+    if scheme not in _DEFAULT_PORTS:
+        raise httpx2.UnsupportedProtocol(f"unsupported URL scheme {scheme!r}")
+    return scheme, url.host, url.port or _DEFAULT_PORTS[scheme]
+
+
+# ============================================================================ plain requests, without httpx2's objects
+
+
+@dataclass
+class Answer:
+    """The head of the upstream's answer to `exchange`, and its body as it arrives (`aclose` frees the connection)."""
+
+    status: int
+    reason: bytes
+    headers: list[tuple[bytes, bytes]]
+    body: _Body
+
+    def has(self, name: bytes) -> bool:
+        return any(key.lower() == name for key, _ in self.headers)
+
+
+@dataclass(frozen=True)
+class Plain:
+    """A request `PlainRequests.prepare` accepted: where it goes and the bytes that make it."""
+
+    method: str
+    url: httpx2.URL
+    origin: Origin
+    data: bytes
+
+
+# what a plain request's header fields may hold: visible ASCII, spaces and tabs (anything else: httpx2 decides)
+_FIELD: Final = re.compile(r"[\t\x20-\x7e]*")
+_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+# headers httpx2 sets itself or merges from elsewhere when given: left to it
+_OWN: Final = frozenset({"host", "content-length", "transfer-encoding"})
+_SENDS_LENGTH: Final = frozenset({"POST", "PUT", "PATCH", "QUERY"})  # an empty one gets Content-Length: 0
+
+
+class PlainRequests:
+    """The bytes `client.build_request(...)` puts on a KeepAliveTransport's wire, for plain requests, built directly.
+
+    httpx2 builds a `Request` (URL merging, its `Headers` merged with the client's defaults, the
+    Host and Content-Length it adds) and then a `Response` per request, which cost as much CPU as
+    the rest of the upstream request. A plain request is written from `client.headers` (the
+    defaults, in httpx2's merge order) and its own: `prepare` answers None for anything else, and
+    client.py builds the httpx2 request as before.
+    """
+
+    def __init__(self, client: httpx2.AsyncClient, transport: KeepAliveTransport) -> None:
+        self.client = client
+        self.transport = transport
+        self.defaults = [(name, name.lower(), value) for name, value in client.headers.raw]
+        self.timeouts: dict[str, float | None] = client.timeout.as_dict()
+
+    def prepare(self, method: str, url: str, headers: Mapping[str, str], content: bytes | None) -> Plain | None:
+        """The request, if plain: bytes or no body, headers of visible ASCII, a URL without credentials, no cookies."""
+        if len(self.client.cookies.jar) or not all(
+                _TOKEN.fullmatch(name) and _FIELD.fullmatch(value) and name.lower() not in _OWN
+                for name, value in headers.items()):
+            return None
+        parsed = httpx2.URL(url)
+        if parsed.userinfo or parsed.scheme not in _DEFAULT_PORTS or not parsed.host:
+            return None
+        method = method.upper()
+        head = self.head(method, parsed, headers, content)
+        return Plain(method, parsed, _origin(parsed), head + content if content else head)
+
+    def head(self, method: str, url: httpx2.URL, headers: Mapping[str, str], content: bytes | None) -> bytes:
+        """httpx2's merge: the client's defaults not given, then the given ones; Host first, a body's length last."""
+        given = [(name.encode("ascii"), name.lower().encode("ascii"), value.encode("ascii"))
+                 for name, value in headers.items()]
+        names = {lower for _, lower, _ in given}
+        fields = [(name, value) for name, lower, value in self.defaults if lower not in names]
+        fields += [(name, value) for name, _, value in given]
+        if content:
+            fields.append((b"Content-Length", str(len(content)).encode("ascii")))
+        auto = [(b"Host", _host(url))]
+        if not content and method in _SENDS_LENGTH:
+            auto.append((b"Content-Length", b"0"))
+        return request_head(method, url.raw_path, auto + fields)
+
+    async def send(self, plain: Plain) -> Answer:
+        return await self.transport.exchange(plain.origin, plain.data, head=plain.method == "HEAD",
+                                             timeouts=self.timeouts)
+
+
+def _host(url: httpx2.URL) -> bytes:
+    """httpx2's Host header: the URL's netloc, an IPv6 zone left out."""
+    netloc = url.netloc
+    if netloc.startswith(b"["):
+        host, bracket, port = netloc.partition(b"]")
+        netloc = host.partition(b"%")[0] + bracket + port
+    return netloc
