@@ -3,7 +3,9 @@
     python benchmarks/_list_child.py MODE SPEC --result FILE [--dump FILE] [--stats]
 
 MODE
-  ours-compile  openapi2mcp: load_spec + compile_manifest(all_operations) + tool definitions
+  ours-compile  openapi2mcp: load_spec + compile_manifest(all_operations) + tool definitions, as
+                `serve SPEC` compiles (no content hash: nothing before the first answer needs it;
+                a checkout from before `seal=` seals, as its serve did)
   ours-runtime  the same, then the server's Runtime (argument validators, SDK Tool models) and
                 every tools/list page as the server sends it
   fastmcp       FastMCP.from_openapi(openapi_spec=dict, client=httpx2 client), list_tools(),
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import json
 import sys
 import time
@@ -70,7 +73,8 @@ def ours(spec: str, phases: Phases, *, runtime: bool) -> list[dict[str, Any]]:
     phases.done("import")
     loaded = load_spec(spec)
     phases.done("load")
-    manifest = compile_manifest(loaded, all_operations=True).manifest
+    unsealed = {"seal": False} if "seal" in inspect.signature(compile_manifest).parameters else {}
+    manifest = compile_manifest(loaded, all_operations=True, **unsealed).manifest
     phases.done("compile")
     if not runtime:
         tools = [tool.definition() for tool in manifest.tools if tool.risk != "forbidden"]

@@ -408,6 +408,25 @@ async def test_a_cookie_an_upstream_sets_for_one_caller_never_reaches_another(up
     await runtime.aclose()
 
 
+def test_an_unsealed_manifest_is_hashed_when_health_first_asks(upstream: str) -> None:
+    """`serve SPEC` compiles without the content hash (compile_manifest(seal=False)); /healthz still shows it."""
+    from openapi2mcp.compiler import compile_manifest
+    from openapi2mcp.loader import load_spec
+    from openapi2mcp.overlay import read_overlay
+
+    sealed = compile_example("petstore").manifest
+    example = ROOT / "examples" / "petstore"
+    unsealed = compile_manifest(load_spec(str(example / "openapi.yaml")), [read_overlay(example / "overlay.yaml")],
+                                seal=False).manifest
+    assert unsealed.content_hash == "" and unsealed == sealed.model_copy(update={"content_hash": ""})
+    runtime = Runtime(unsealed, RuntimeOptions(environ={"OPENAPI2MCP_BASE_URL": upstream}, page_size=3))
+    assert runtime.health()["manifest"] == sealed.content_hash
+    # cursors name the list by what it holds: one from the sealed Manifest's server pages the unsealed one's
+    other = Runtime(sealed, RuntimeOptions(environ={"OPENAPI2MCP_BASE_URL": upstream}, page_size=3))
+    cursor = other.list_tools().next_cursor
+    assert [t.name for t in runtime.list_tools(cursor).tools] == [t.name for t in other.list_tools(cursor).tools]
+
+
 def test_definitions_are_built_when_first_listed(upstream: str) -> None:
     """A big API starts without building every tool's definition: each page builds its own, once."""
     runtime = Runtime(many_tools(upstream), RuntimeOptions(page_size=2))

@@ -105,8 +105,9 @@ def _compile(
     quiet: bool = False,
     ref_root: Path | None = None,
     fetch_timeout: float = FETCH_TIMEOUT,
+    seal: bool = True,
 ) -> Compiled:
-    return _build(spec, overlays, all_operations, strict, remote, quiet, ref_root, fetch_timeout)[0]
+    return _build(spec, overlays, all_operations, strict, remote, quiet, ref_root, fetch_timeout, seal)[0]
 
 
 def _build(
@@ -118,13 +119,14 @@ def _build(
     quiet: bool = False,
     ref_root: Path | None = None,
     fetch_timeout: float = FETCH_TIMEOUT,
+    seal: bool = True,
 ) -> tuple[Compiled, list[str]]:
     """The compiled spec and overlays, and the local files they were made from (what `serve --reload` watches)."""
     from openapi2mcp.compiler import LoadOptions, compile_files
 
     options = LoadOptions(allow_remote_refs=tuple(remote or ()), ref_root=ref_root, fetch_timeout=fetch_timeout,
                           strict=strict)
-    made = compile_files(spec, overlays or [], all_operations=all_operations, options=options)
+    made = compile_files(spec, overlays or [], all_operations=all_operations, options=options, seal=seal)
     compiled = made.compiled
     if compiled.warnings and not quiet:
         _print_warnings(compiled)
@@ -346,7 +348,7 @@ def serve(**given: Any) -> None:
         from openapi2mcp.serving import serve as serve_manifest
 
         if not options.reload:
-            serve_manifest(_compiled_or_read(**inputs)[0], options, prog="openapi2mcp", check=check)
+            serve_manifest(_compiled_or_read(**inputs, seal=False)[0], options, prog="openapi2mcp", check=check)
             return
         reloader = _reloader(**inputs)
         serve_manifest(reloader.first(), options, prog="openapi2mcp", check=check, beside=reloader.run)
@@ -371,8 +373,12 @@ def _compiled_or_read(
     allow_remote_refs: list[str] | None,
     ref_root: Path | None,
     fetch_timeout: float = FETCH_TIMEOUT,
+    *,
+    seal: bool = True,
 ) -> tuple[Manifest, list[Unexposed] | None]:
-    """The Manifest (compiled, or read with --manifest) and the operations it leaves out (None: not known)."""
+    """The Manifest (compiled, or read with --manifest) and the operations it leaves out (None: not known).
+
+    `seal=False`: a compiled one without its content hash (serving needs none to start: compile_manifest)."""
     from openapi2mcp.manifest import Manifest
 
     if manifest is not None:
@@ -387,7 +393,7 @@ def _compiled_or_read(
     if not spec:
         _fail("give a SPEC (with --overlay or --all-operations), or --manifest FILE")
     compiled = _compile(spec, overlay, all_operations, strict, allow_remote_refs, ref_root=ref_root,
-                        fetch_timeout=fetch_timeout)
+                        fetch_timeout=fetch_timeout, seal=seal)
     return compiled.manifest, compiled.unexposed
 
 

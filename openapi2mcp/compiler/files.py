@@ -75,12 +75,13 @@ def load_with_overlays(spec: str | os.PathLike[str], overlays: Sequence[OverlayF
 
 
 def compile_files(spec: str | os.PathLike[str], overlays: Sequence[str | os.PathLike[str] | OverlayFile] = (), *,
-                  all_operations: bool = False, options: LoadOptions = LoadOptions()) -> CompiledFiles:
+                  all_operations: bool = False, options: LoadOptions = LoadOptions(),
+                  seal: bool = True) -> CompiledFiles:
     """Read the overlays, load the spec and compile, as `openapi2mcp compile` does (InputError when any of it
-    cannot be used; with `options.strict`, also when the spec has warnings)."""
+    cannot be used; with `options.strict`, also when the spec has warnings). `seal`: as compile_manifest's."""
     files = read_overlays(overlays)
     loaded = load_with_overlays(spec, files, options)
-    compiled = compile_manifest(loaded, files, all_operations=all_operations)
+    compiled = compile_manifest(loaded, files, all_operations=all_operations, seal=seal)
     if options.strict and compiled.warnings:
         raise InputError(compiled.warnings, title="spec problems (--strict):")
     return CompiledFiles(spec=loaded, overlays=files, compiled=compiled)

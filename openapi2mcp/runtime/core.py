@@ -70,6 +70,7 @@ class Runtime:
         self.changes = ListChanges() if options.list_changed else None
         self.retired: list[Upstream] = []
         self.manifest = manifest
+        self._manifest_hash = manifest.content_hash
         self.options = options
         env = os.environ if options.environ is None else options.environ
         self.upstream = Upstream(manifest.upstream, env, require_secrets=options.require_secrets,
@@ -96,7 +97,7 @@ class Runtime:
             )
         # access (access.py, limits.py): the caller without a token, the per-scope-set lists, the buckets
         self.local = options.local or local_caller("memory")
-        self.views = Views(self.tools, manifest.content_hash, options.page_size)
+        self.views = Views(self.tools, options.page_size)
         self.limiter = RateLimiter(options.rate_limit or manifest.upstream.rate_limit,
                                    {t.name: t.rate_limit for t in manifest.tools if t.rate_limit}, state=self.state)
         self.catalog = Catalog(manifest, self.upstream, page_size=options.page_size,
@@ -195,8 +196,16 @@ class Runtime:
         """The SDK low-level server over this Runtime (server.py)."""
         return server.build_server(self, stateless=stateless)
 
+    def manifest_hash(self) -> str:
+        """The served Manifest's content hash; one compiled to be served (`serve SPEC`) is hashed when first asked
+        (a second or two of CPU for the biggest APIs, which nothing before the first answer needs)."""
+        if not self._manifest_hash:
+            self._manifest_hash = self.manifest.content_hash or self.manifest.compute_hash()
+        return self._manifest_hash
+
     def health(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"status": "ok", "tools": len(self.tools), "manifest": self.manifest.content_hash}
+        """GET /healthz's answer (http.py asks for it off the event loop: the first may hash the Manifest)."""
+        out: dict[str, Any] = {"status": "ok", "tools": len(self.tools), "manifest": self.manifest_hash()}
         if self.repairs:  # values of upstream responses that did not fit the documented schema, per tool
             out["repairs"] = dict(self.repairs)
         if self.state.shared:  # the store's last known condition; a store that is down does not fail the probe

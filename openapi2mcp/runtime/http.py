@@ -14,6 +14,7 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING
 
+import anyio
 import uvicorn
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
@@ -87,7 +88,7 @@ def http_app(runtime: Runtime, options: HttpOptions | None = None, *, log_level:
     )
 
     async def healthz(request: Request) -> JSONResponse:
-        return JSONResponse(runtime.health())
+        return JSONResponse(await anyio.to_thread.run_sync(runtime.health))  # the first may hash the Manifest
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

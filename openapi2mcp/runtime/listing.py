@@ -1,9 +1,10 @@
 """Cursor pagination of the MCP lists a server offers: tools, resources, templates, prompts.
 
-A cursor is opaque to clients: base64 of {offset, kind, tag}. The tag names the list it belongs to
-(the Manifest, and the caller's view when permissions hide some entries), so a cursor from another
-list, another Manifest or another caller's view is a JSON-RPC "Invalid cursor" (-32602), never a
-page of the wrong list.
+A cursor is opaque to clients: base64 of {offset, kind, tag}. The tag is a digest of the names the
+list holds, in order (the caller's view when permissions hide some entries), so a cursor from
+another list, a Manifest with other entries or another caller's view is a JSON-RPC "Invalid
+cursor" (-32602), never a page of the wrong list; where the names are the same, the offset means
+the same place. (Not the Manifest's content hash: `serve SPEC` does not compute one to start.)
 """
 
 from __future__ import annotations
@@ -21,11 +22,9 @@ from mcp.shared.exceptions import MCPError
 T = TypeVar("T")
 
 
-def view_tag(manifest_tag: str, names: Sequence[str], total: int) -> str:
-    """The tag of a (possibly filtered) list: the Manifest's, or a digest of what it shows."""
-    if len(names) == total:
-        return manifest_tag
-    return hashlib.sha256("\0".join([manifest_tag, *names]).encode()).hexdigest()[:12]
+def view_tag(names: Sequence[str]) -> str:
+    """The tag of a (possibly filtered) list: a digest of the names it shows, in order."""
+    return hashlib.sha256("\0".join(names).encode()).hexdigest()[:12]
 
 
 def page(items: Sequence[T], cursor: str | None, *, size: int, kind: str, tag: str) -> tuple[list[T], str | None]:

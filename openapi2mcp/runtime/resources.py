@@ -199,7 +199,6 @@ class Catalog:
         self._listed_resources = [types.Resource.model_validate(r.spec.definition()) for r in fixed]
         self._listed_templates = [types.ResourceTemplate.model_validate(r.spec.definition()) for r in templated]
         self._listed_prompts = [types.Prompt.model_validate(p.definition()) for p in self._prompts.values()]
-        self._cursor_tag = (manifest.content_hash or "unsealed")[-12:]
         self.auditor = Auditor(None)  # the runtime's audit log: one line per read (audit.py)
         self.limiter = RateLimiter(None, {})  # the runtime's buckets: a read takes from its tools' (limits.py)
         self.caller_of: Callable[[Any], Caller] | None = None  # the caller of an SDK request (access.py)
@@ -240,7 +239,7 @@ class Catalog:
         self, kind: str, items: Sequence[Any], cursor: str | None, caller: Caller | None
     ) -> tuple[list[Any], str | None]:
         visible = [i for i in items if self._allowed(kind, i.name, caller)]
-        tag = listing.view_tag(self._cursor_tag, [i.name for i in visible], len(items))
+        tag = listing.view_tag([kind, *(i.name for i in visible)])
         return listing.page(visible, cursor, size=self.page_size, kind=kind, tag=tag)
 
     # ------------------------------------------------------------------ resources/read

@@ -22,10 +22,9 @@ MAX_VIEWS = 256  # scope sets whose lists are kept; a server with more starts ov
 class Views:
     """The listed tools per scope set, and one page of them."""
 
-    def __init__(self, tools: Mapping[str, Tool], content_hash: str | None, page_size: int) -> None:
+    def __init__(self, tools: Mapping[str, Tool], page_size: int) -> None:
         self.tools = tools
         self.page_size = page_size
-        self._cursor_tag = (content_hash or "unsealed")[-12:]
         self._views: dict[tuple[bool, frozenset[str]], tuple[list[Tool], str]] = {}
 
     def page(self, cursor: str | None, caller: Caller) -> types.ListToolsResult:
@@ -40,7 +39,7 @@ class Views:
         view = self._views.get(key)
         if view is None:
             listed = [t for t in self.tools.values() if visible(t.spec, caller)]
-            tag = listing.view_tag(self._cursor_tag, [t.spec.name for t in listed], len(self.tools))
+            tag = listing.view_tag([t.spec.name for t in listed])
             if len(self._views) >= MAX_VIEWS:
                 self._views.clear()
             view = self._views[key] = (listed, tag)

@@ -55,6 +55,7 @@ def serve_workers(manifest: Manifest, options: RunOptions, env: Mapping[str, str
     folder = Path(tempfile.mkdtemp(prefix="openapi2mcp-workers-"))  # 0700: this user only
     try:
         run = folder / "run.pickle"
+        manifest = manifest if manifest.content_hash else manifest.sealed()  # hashed once, not by every worker
         with run.open("wb") as out:  # the state URL (it may hold a password) goes by environment, not on disk
             pickle.dump((manifest.to_json(), dataclasses.replace(options, state=None)), out)
         # the workers are spawned: they get this process's environment, which must hold `env`
