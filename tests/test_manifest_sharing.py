@@ -107,6 +107,21 @@ def test_a_damaged_shared_list_is_a_clear_error(tmp_path: Path, bad: dict[str, A
         Manifest.from_json(json.dumps(data))
 
 
+def test_a_shared_list_that_explodes_is_refused(tmp_path: Path) -> None:
+    """Each entry naming the one before twice doubles it: 2**60 objects to walk (a "billion laughs")."""
+    m = compile_text(tmp_path, shop(), all_operations=True).manifest
+    data = json.loads(m.to_json())
+    data.pop("file_hash")
+    base = len(data[SHARED_KEY])
+    bomb: list[Any] = [{"type": "string", "description": "x" * 100}]
+    bomb += [{"anyOf": [{MARK: base + i}, {MARK: base + i}]} for i in range(60)]
+    data[SHARED_KEY] = data[SHARED_KEY] + bomb
+    data["tools"][0]["output_schema"] = {MARK: len(data[SHARED_KEY]) - 1}
+    text = _seal_file(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    with pytest.raises(ValueError, match=r"is damaged: its shared schemas expand to [\d,]+ objects and arrays"):
+        Manifest.from_json(text)
+
+
 @pytest.mark.slow
 def test_github_every_operation_round_trips_shared(corpus: Path) -> None:
     from openapi2mcp.compiler import compile_manifest

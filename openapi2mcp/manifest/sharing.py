@@ -174,7 +174,15 @@ def _written(nodes: _Nodes, node: int, index: dict[int, int]) -> Any:
 
 
 class SharingError(ValueError):
-    """A `"shared"` list or a marker that cannot be resolved: the file was damaged."""
+    """A `"shared"` list or a marker that cannot be resolved, or one that expands far beyond the file."""
+
+
+# How far the markers may expand a file's schemas, in JSON objects and arrays, relative to the ones it
+# holds: Microsoft Graph's expand about 15-fold. An entry named twice by the next, and so on, doubles
+# at every step (a "billion laughs"): what walks the expanded schemas (tools/list, hashing, checks)
+# would never end, so such a file is refused, as YAML alias bombs are in specs.
+EXPANSION: Final = 100
+EXPANSION_FLOOR: Final = 5_000_000
 
 
 def unshare(data: dict[str, Any]) -> None:
@@ -184,34 +192,63 @@ def unshare(data: dict[str, Any]) -> None:
         return
     if not isinstance(table, list):
         raise SharingError(f'"{SHARED_KEY}" is not a list')
+    resolver = _Resolver(table)
     for i, entry in enumerate(table):
-        table[i] = _resolved(entry, table, i)
-    for holder, key in _schema_slots(data):
-        holder[key] = _resolved(holder[key], table, len(table))
+        table[i] = resolver.entry(i, entry)
+    expanded = sum(resolver.expanded(holder, key) for holder, key in _schema_slots(data))
+    if expanded > EXPANSION * resolver.held + EXPANSION_FLOOR:
+        raise SharingError(f"its shared schemas expand to {expanded:,} objects and arrays from "
+                           f"{resolver.held:,} (more than {EXPANSION} times): a damaged or hostile file")
 
 
-def _resolved(value: Any, table: list[Any], before: int) -> Any:
-    """`value` with every marker replaced by its entry (only entries below `before` may be named).
+class _Resolver:
+    """Markers replaced by their entries, counting the objects and arrays held and what they expand to."""
 
-    Every node of the file's schemas passes here once (Graph: 165,000): exact type checks, and a
-    child is stored again only when it was a marker.
-    """
-    kind = type(value)
-    if kind is dict:
-        if len(value) == 1 and MARK in value:
-            at = value[MARK]
-            if type(at) is not int or not 0 <= at < before:
-                raise SharingError(f"{json.dumps(value)} names no earlier shared entry")
-            return table[at]
-        for k, v in value.items():
-            if type(v) is dict or type(v) is list:
-                found = _resolved(v, table, before)
-                if found is not v:
-                    value[k] = found
-    elif kind is list:
-        for i, v in enumerate(value):
-            if type(v) is dict or type(v) is list:
-                found = _resolved(v, table, before)
-                if found is not v:
-                    value[i] = found
-    return value
+    def __init__(self, table: list[Any]) -> None:
+        self.table = table
+        self.weights: list[int] = []  # entry -> objects and arrays it stands for, expanded
+        self.held = 0  # objects and arrays in the file's schemas and entries
+        self._count = 0
+
+    def entry(self, at: int, value: Any) -> Any:
+        self._count = 0
+        value = self._resolved(value, at)
+        self.weights.append(self._count)
+        return value
+
+    def expanded(self, holder: dict[str, Any], key: str) -> int:
+        """Resolve `holder[key]` in place; what it expands to."""
+        self._count = 0
+        holder[key] = self._resolved(holder[key], len(self.table))
+        return self._count
+
+    def _resolved(self, value: Any, before: int) -> Any:
+        """`value` with every marker replaced by its entry (only entries below `before` may be named).
+
+        Every object and array of the file's schemas passes here once (Graph: 165,000): exact type
+        checks, and a child is stored again only when it was a marker.
+        """
+        kind = type(value)
+        if kind is dict:
+            if len(value) == 1 and MARK in value:
+                at = value[MARK]
+                if type(at) is not int or not 0 <= at < before:
+                    raise SharingError(f"{json.dumps(value)} names no earlier shared entry")
+                self._count += self.weights[at]
+                return self.table[at]
+            self.held += 1
+            self._count += 1
+            for k, v in value.items():
+                if type(v) is dict or type(v) is list:
+                    found = self._resolved(v, before)
+                    if found is not v:
+                        value[k] = found
+        elif kind is list:
+            self.held += 1
+            self._count += 1
+            for i, v in enumerate(value):
+                if type(v) is dict or type(v) is list:
+                    found = self._resolved(v, before)
+                    if found is not v:
+                        value[i] = found
+        return value
