@@ -1,15 +1,16 @@
 """Repeated schema subtrees written once in a Manifest file: `share` (the writer) and `unshare` (the reader).
 
 A big API's tool schemas repeat the same entities again and again: Microsoft Graph's 11,422 tools
-spell out 86 MB of schemas that hold 48,302 distinct nodes, GitHub's 5.7 MB hold 9,229. The
-compiler already shares those subtrees in memory; a file that expands them is 10-20x larger than
-it needs to be, and every reader parses and keeps every copy.
+spell out 86 MB of schemas that hold 48,302 distinct nodes, GitHub's 5.7 MB hold 9,229. A file
+that expands them is several times larger than it needs to be (Graph's: 204 MB against 30), and
+every reader parses and keeps every copy.
 
 So the file keeps each subtree that would be written twice or more (and is not tiny) once, in a
 top-level `"shared"` list, and writes `{"$o2m": N}` where it occurs: in a tool's `input_schema`,
 `output_schema` and its branches' `output_schema`, and inside later entries of the list (an entry
 only refers to earlier ones, so there is no cycle and one pass in order resolves them). Reading
-puts the very same object back everywhere it was, as compiling had it.
+puts one object back everywhere it was written: a Manifest read from its file holds each
+repeated subtree once in memory too.
 
 What the file means does not change: the content hash is over the expanded payload, so a
 Manifest's `content_hash` is the same written either way, and a file without `"shared"` (an older
@@ -42,7 +43,7 @@ class _Nodes:
         self.of_object: dict[int, int] = {}  # id(obj) -> node: objects compiling already shared are walked once
         self.objects: list[Any] = []  # node -> one object with that structure (alive, so ids stay valid)
         self.parts: list[tuple[Any, ...]] = []
-        self.sizes: list[int] = []  # compact JSON bytes, expanded
+        self.sizes: list[int] = []  # compact JSON bytes, expanded (escapes not counted: a measure, not a length)
         self.children: list[list[int]] = []
         self.clash = False  # a dict that reads as a marker: the file is written expanded
         self._held: list[Any] = []
