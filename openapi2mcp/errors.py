@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 class Location(BaseModel):
     """Where a problem is: a file, a line/column in it, and a key path or JSON pointer."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     file: str | None = None
     line: int | None = None  # 1-based
@@ -44,7 +44,7 @@ class Location(BaseModel):
 class Problem(BaseModel):
     """One thing wrong with the input: what, where, and how to fix it."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     message: str
     location: Location = Field(default_factory=Location)
@@ -138,7 +138,7 @@ class ErrorCode(StrEnum):
 class ToolError(BaseModel):
     """The structured body of an `isError` tool result."""
 
-    model_config = ConfigDict(populate_by_name=True)
+    model_config = ConfigDict(populate_by_name=True, defer_build=True)
 
     code: str
     message: str
