@@ -21,10 +21,12 @@ import pytest
 from openapi2mcp.compiler import compile_manifest
 from openapi2mcp.errors import InputError
 from openapi2mcp.loader import MAX_NESTING, load_spec
+from openapi2mcp.loader import parse as parse_module
 from openapi2mcp.manifest import Manifest
 from openapi2mcp.overlay import read_overlay
 from openapi2mcp.overlay import reading as overlay_reading
 from openapi2mcp.overlay.reading import parse_overlay
+from tests.conftest import corpus_file
 from tests.e2e_support import child_env, cli, no_traceback
 from tests.local import ROOT
 
@@ -202,6 +204,47 @@ def test_numbers_no_json_reader_can_hold_are_located_in_overlays(tmp_path: Path,
     overlay.write_text(overlay_for("") + f"    params:\n      n: {{maximum: {value}}}\n")
     stderr = refused(run("inspect", str(spec), "--overlay", str(overlay)), "overlay.yaml:6:20", "invalid number")
     assert len(stderr) < 2000
+
+
+@pytest.mark.parametrize(
+    "number",
+    ["1e999", "-1.5E+400", "1e0400", "1" * 250 + "e99", "1" * 400 + ".0", "[\n  1e999]", "9" * 5000],
+)
+def test_numbers_that_overflow_are_located_whatever_their_spelling(tmp_path: Path, number: str) -> None:
+    """JSON is parsed by pydantic-core from the bytes when no number needs a check; it would turn
+    these into inf (or refuse without a place), so they must take the `json` path and be located."""
+    path = tmp_path / "spec.json"
+    path.write_text(spec_with(f'{{"type": "number", "maximum":\n  {number}}}'))
+    with pytest.raises(InputError) as info:
+        load_spec(str(path))
+    assert "invalid number" in info.value.render() and "spec.json:" in info.value.render()
+
+
+def test_number_lookalikes_in_strings_keep_the_fast_json_path(tmp_path: Path) -> None:
+    """Hex ids and UUIDs (`550e8400-...`) look like 3-digit exponents; in strings they are text."""
+    texts = ["550e8400-e29b-41d4", "ID 1e999", "ref 6dcb09b5e4193", "1E400", "-1e300x", "9" * 150]
+    doc = json.loads(spec_with({"type": "string", "enum": texts}))
+    data = json.dumps(doc, indent=2).encode()
+    assert not parse_module._may_need_number_check(data)
+    assert parse_module._fast_json(data) == doc
+    assert load_spec(_written(tmp_path / "spec.json", data)).document["paths"] == doc["paths"]
+
+
+@pytest.mark.parametrize("name", ["github/api.github.com.json", "stripe/spec3.json", "openai/openapi.yaml"])
+def test_the_fast_json_path_reads_what_json_reads(name: str) -> None:
+    path = corpus_file(name)
+    data = path.read_bytes()
+    fast = parse_module._fast_json(data)
+    if name.endswith(".yaml"):
+        assert fast is None
+        return
+    assert fast is not None, "a real spec should take the fast path"
+    assert fast == json.loads(data) and parse_module.parse_document(data, name)[0] == fast
+
+
+def _written(path: Path, data: bytes) -> str:
+    path.write_bytes(data)
+    return str(path)
 
 
 # ============================================================================ item 17: nesting

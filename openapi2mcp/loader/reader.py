@@ -131,7 +131,7 @@ class Reader:
 
     # -- the root
 
-    def read_root(self, source: str) -> tuple[Any, str]:
+    def read_root(self, source: str) -> tuple[Any, str | bytes]:
         self.root_display = source
         if is_url(source):
             final, data, content_type = self._get(source, source, check=lambda u: self._check_root_redirect(source, u))
