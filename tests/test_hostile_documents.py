@@ -242,6 +242,28 @@ def test_the_fast_json_path_reads_what_json_reads(name: str) -> None:
     assert fast == json.loads(data) and parse_module.parse_document(data, name)[0] == fast
 
 
+@pytest.mark.parametrize("inner", ["", "1"])
+def test_json_nested_exactly_to_the_limit_loads_and_one_more_is_located(tmp_path: Path, inner: str) -> None:
+    """The fast JSON path bounds nesting by pydantic-core's recursion limit (the bytes parsed inside
+    more arrays); the edge must be where check_document puts it, whichever path decides."""
+    for depth, fine in ((MAX_NESTING, True), (MAX_NESTING + 1, False)):
+        data = ("[" * depth + inner + "]" * depth).encode()
+        if fine:
+            assert parse_module.parse_document(data, "deep.json")[0] == json.loads(data)
+        else:
+            with pytest.raises(InputError) as info:
+                parse_module.parse_document(data, "deep.json")
+            assert f"more than {MAX_NESTING} levels" in info.value.render()
+    assert parse_module._padding_limits_nesting(), "pydantic-core's recursion limit changed: no fast path"
+
+
+def test_the_padding_never_turns_two_json_values_into_one() -> None:
+    for text in (b'{"a": 1}, {"b": 2}', b"[1]]]", b"[1], [2", b'{"a": 1}\n]'):
+        assert parse_module._fast_json(text) is None
+        with pytest.raises(InputError):
+            parse_module.parse_document(text, "two.json")
+
+
 def _written(path: Path, data: bytes) -> str:
     path.write_bytes(data)
     return str(path)

@@ -2,19 +2,21 @@
 
 * JSON with pydantic-core's parser straight from the bytes when no number in them needs a check
   (see `_fast_json`), else with `json`; YAML with libyaml (`CSafeLoader`: 5x faster than
-  pure-Python YAML on the 3 MB OpenAI spec) and YAML 1.2 scalars, so `on`/`yes` and dates stay strings and a `200:` key
-  is the string "200" as written. The format is told by the content (a leading `{` or `[` is
+  pure-Python YAML on the 3 MB OpenAI spec) and YAML 1.2 scalars, so `on`/`yes` and dates stay
+  strings and a `200:` key is the string "200" as written. The format is told by the content (a leading `{` or `[` is
   JSON), not only by the extension; a `{...}` file that is not JSON is tried as YAML unless its
   name or content type says JSON.
 * Numbers are checked as they are read (untrusted.py's `number_problem`): huge integers and
   numbers that are not finite are refused with their line and column.
-* The result passes untrusted.py's `check_document` (nesting, alias cycles and bombs), and YAML
-  aliases are copied apart into a tree, since later stages patch the document in place.
+* The result passes untrusted.py's `check_document` (nesting, alias cycles and bombs; on the fast
+  JSON path pydantic-core's recursion limit bounds the nesting instead), and YAML aliases are
+  copied apart into a tree, since later stages patch the document in place.
 """
 
 from __future__ import annotations
 
 import codecs
+import functools
 import json
 import re
 from typing import Any
@@ -24,7 +26,7 @@ import yaml
 
 from openapi2mcp.errors import InputError
 from openapi2mcp.loader.tree import copy_json
-from openapi2mcp.loader.untrusted import NUMBER_HINT, check_document, number_problem
+from openapi2mcp.loader.untrusted import MAX_NESTING, NUMBER_HINT, check_document, number_problem
 
 
 class _YamlLoader(yaml.CSafeLoader):
@@ -143,8 +145,7 @@ def _decode(data: bytes, display: str) -> str:
 def parse_document(data: bytes, display: str, content_type: str | None = None) -> tuple[Any, str | bytes]:
     """Parse JSON or YAML, told apart by content; returns the data and its text (the bytes, for fast JSON)."""
     fast = _fast_json(data)
-    if fast is not None:
-        check_document(fast, size=len(data), file=display, aliases=False)  # JSON shares nothing
+    if fast is not None:  # within MAX_NESTING, as check_document would ask
         return fast, data
     text = _decode(data, display)
     first = _FIRST_CHAR.match(text)
@@ -187,19 +188,46 @@ _BIG_EXPONENTS = (b"e000", b"e+000")  # 3+ digits: may overflow (a negative one 
 def _fast_json(data: bytes) -> Any:
     """A JSON object or array parsed straight from UTF-8 bytes by pydantic-core (Rust), or None.
 
-    GitHub's 13 MB spec: 0.09 s plus 0.04 s for the number scan, where decoding (to a 52 MB
-    string: one emoji makes every character 4 bytes) and `json.loads` took 0.23 s. Same values:
-    the last duplicate key wins, integers exact, floats correctly rounded. Everything else goes
-    the `json` way, which decides as before: a BOM or another encoding, YAML, NaN or Infinity, a
-    number that may overflow or pass the digit limit (pydantic-core would make it inf silently;
-    `json`'s hooks name its line and column), a lone surrogate, deep nesting, a syntax error.
+    GitHub's 13 MB spec: 0.09 s plus 0.03 s for the number scan, where decoding (to a 52 MB
+    string: one emoji makes every character 4 bytes), `json.loads` and the nesting walk took
+    0.33 s. Same values: the last duplicate key wins, integers exact, floats correctly rounded.
+    Everything else goes the `json` way, which decides as before: a BOM or another encoding,
+    YAML, NaN or Infinity, a number that may overflow or pass the digit limit (pydantic-core
+    would make it inf silently; `json`'s hooks name its line and column), a lone surrogate,
+    nesting near or past MAX_NESTING, a syntax error.
     """
-    if not data[:64].lstrip().startswith((b"{", b"[")) or _may_need_number_check(data):
+    if not data[:64].lstrip().startswith((b"{", b"[")) or not _padding_limits_nesting():
+        return None
+    if _may_need_number_check(data):
         return None
     try:
-        return pydantic_core.from_json(data, allow_inf_nan=False)
-    except ValueError:
+        parsed = pydantic_core.from_json(_PAD_OPEN + data + _PAD_CLOSE, allow_inf_nan=False)
+    except ValueError:  # invalid, or nested deeper than MAX_NESTING allows
         return None
+    for _ in range(_NEST_PAD):
+        if len(parsed) != 1:  # `{...}, {...}`: two values, which only the padding made one
+            return None
+        parsed = parsed[0]
+    return parsed
+
+
+# pydantic-core refuses values nested past its recursion limit (201 in 2.x), so the bytes parsed
+# inside _NEST_PAD more arrays cannot nest past MAX_NESTING: that replaces check_document's walk
+# (0.1 s on GitHub's spec). A probe confirms it once; another limit only loses the fast path.
+_NEST_PAD = 101
+_PAD_OPEN, _PAD_CLOSE = b"[" * _NEST_PAD, b"]" * _NEST_PAD
+
+
+@functools.cache
+def _padding_limits_nesting() -> bool:
+    def parses(nested: int) -> bool:
+        try:
+            pydantic_core.from_json(_PAD_OPEN + b"[" * nested + b"]" * nested + _PAD_CLOSE)
+        except ValueError:
+            return False
+        return True
+
+    return parses(MAX_NESTING - 1) and not parses(MAX_NESTING + 1)
 
 
 def _may_need_number_check(data: bytes) -> bool:
