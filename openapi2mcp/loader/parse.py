@@ -3,9 +3,9 @@
 * JSON with pydantic-core's parser straight from the bytes when no number in them needs a check
   (see `_fast_json`), else with `json`; YAML with libyaml (`CSafeLoader`: 5x faster than
   pure-Python YAML on the 3 MB OpenAI spec) and YAML 1.2 scalars, so `on`/`yes` and dates stay
-  strings and a `200:` key is the string "200" as written. The format is told by the content (a leading `{` or `[` is
-  JSON), not only by the extension; a `{...}` file that is not JSON is tried as YAML unless its
-  name or content type says JSON.
+  strings and a `200:` key is the string "200" as written. The format is told by the content
+  (a leading `{` or `[` is JSON), not only by the extension; a `{...}` file that is not JSON is
+  tried as YAML unless its name or content type says JSON.
 * Numbers are checked as they are read (untrusted.py's `number_problem`): huge integers and
   numbers that are not finite are refused with their line and column.
 * The result passes untrusted.py's `check_document` (nesting, alias cycles and bombs; on the fast
