@@ -40,13 +40,13 @@ class _Nodes:
 
     def __init__(self) -> None:
         self.ids: dict[tuple[str, tuple[Any, ...]], int] = {}
-        self.of_object: dict[int, int] = {}  # id(obj) -> node: objects compiling already shared are walked once
+        # id(obj) -> node: objects compiling already shared are walked once (the payload keeps them all alive)
+        self.of_object: dict[int, int] = {}
         self.objects: list[Any] = []  # node -> one object with that structure (alive, so ids stay valid)
         self.parts: list[tuple[Any, ...]] = []
         self.sizes: list[int] = []  # compact JSON bytes, expanded (escapes not counted: a measure, not a length)
         self.children: list[list[int]] = []
         self.clash = False  # a dict that reads as a marker: the file is written expanded
-        self._held: list[Any] = []
 
     def node(self, value: dict[str, Any] | list[Any]) -> int:
         known = self.of_object.get(id(value))
@@ -77,7 +77,6 @@ class _Nodes:
             self.sizes.append(size)
             self.children.append(children)
         self.of_object[id(value)] = found
-        self._held.append(value)
         return found
 
     def _part(self, value: Any, children: list[int]) -> tuple[Part, int]:

@@ -25,6 +25,7 @@ Policies worth knowing:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 from collections.abc import Iterable, Mapping
@@ -70,7 +71,6 @@ class Runtime:
         self.changes = ListChanges() if options.list_changed else None
         self.retired: list[Upstream] = []
         self.manifest = manifest
-        self._manifest_hash = manifest.content_hash
         self.options = options
         env = os.environ if options.environ is None else options.environ
         self.upstream = Upstream(manifest.upstream, env, require_secrets=options.require_secrets,
@@ -196,16 +196,15 @@ class Runtime:
         """The SDK low-level server over this Runtime (server.py)."""
         return server.build_server(self, stateless=stateless)
 
+    @functools.cached_property
     def manifest_hash(self) -> str:
         """The served Manifest's content hash; one compiled to be served (`serve SPEC`) is hashed when first asked
         (a second or two of CPU for the biggest APIs, which nothing before the first answer needs)."""
-        if not self._manifest_hash:
-            self._manifest_hash = self.manifest.content_hash or self.manifest.compute_hash()
-        return self._manifest_hash
+        return self.manifest.content_hash or self.manifest.compute_hash()
 
     def health(self) -> dict[str, Any]:
         """GET /healthz's answer (http.py asks for it off the event loop: the first may hash the Manifest)."""
-        out: dict[str, Any] = {"status": "ok", "tools": len(self.tools), "manifest": self.manifest_hash()}
+        out: dict[str, Any] = {"status": "ok", "tools": len(self.tools), "manifest": self.manifest_hash}
         if self.repairs:  # values of upstream responses that did not fit the documented schema, per tool
             out["repairs"] = dict(self.repairs)
         if self.state.shared:  # the store's last known condition; a store that is down does not fail the probe

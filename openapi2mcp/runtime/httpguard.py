@@ -223,21 +223,35 @@ class WholeBody:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        messages: list[Message] = []
-        size = 0
-        while size <= self.limit:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return  # nothing to answer: the client is gone
-            messages.append(message)
-            size += len(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
+        messages = await read_body(receive, self.limit)
+        if messages is None:
+            return  # nothing to answer: the client is gone
+        await self.app(scope, replaying(messages, receive), send)
 
-        async def replay() -> Message:
-            return messages.pop(0) if messages else await receive()
 
-        await self.app(scope, replay, send)
+async def read_body(receive: Receive, limit: int) -> list[Message] | None:
+    """A request's messages until its body is complete or past `limit` bytes; None if the client left first."""
+    messages: list[Message] = []
+    size = 0
+    while size <= limit:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        messages.append(message)
+        size += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    return messages
+
+
+def replaying(messages: list[Message], receive: Receive) -> Receive:
+    """A `receive` that gives the read messages again, then the connection's."""
+    pending = list(messages)
+
+    async def replay() -> Message:
+        return pending.pop(0) if pending else await receive()
+
+    return replay
 
 
 # ============================================================================ Host

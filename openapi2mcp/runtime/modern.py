@@ -26,7 +26,7 @@ before `SessionCap` (a 2026-07-28 request opens no session) and `WholeBody` (it 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping
 from importlib import metadata
 from typing import Any, Final
 
@@ -52,7 +52,7 @@ from opentelemetry.trace import ProxyTracerProvider, get_tracer_provider
 from pydantic import ValidationError
 from starlette.requests import Request
 
-from openapi2mcp.runtime.httpguard import ASGIApp, Message, Receive, Scope, Send
+from openapi2mcp.runtime.httpguard import ASGIApp, Receive, Scope, Send, read_body, replaying
 
 CHECKED_SDK: Final = "2.3."  # the mcp releases whose modern HTTP entry this path was checked against
 METHOD: Final = "tools/call"
@@ -102,11 +102,12 @@ class ModernCalls:
         if head is None or version is None:
             await self.app(scope, receive, send)
             return
-        messages, body = await _read(receive, self.limit)
+        messages = await read_body(receive, self.limit)
         if messages is None:
             return  # the client went away before its body was in: nothing to answer (httpguard.WholeBody)
-        replay = _replay(messages, receive)
-        call = self._call(body, version, head) if body is not None else None
+        replay = replaying(messages, receive)
+        body = b"".join(m.get("body", b"") for m in messages)
+        call = self._call(body, version, head) if len(body) <= self.limit else None  # past it: the SDK's 413
         if call is None:
             await self.app(scope, replay, send)
             return
@@ -276,31 +277,3 @@ def _head(raw: list[tuple[bytes, bytes]]) -> dict[bytes, bytes] | None:
         elif name.startswith(b"mcp-param-"):
             return None
     return head
-
-
-async def _read(receive: Receive, limit: int) -> tuple[list[Message] | None, bytes | None]:
-    """The request's messages and its whole body; (None, None) if the client left, (messages, None) past `limit`."""
-    messages: list[Message] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return None, None
-        messages.append(message)
-        size += len(message.get("body", b""))
-        if size > limit:
-            return messages, None
-        if not message.get("more_body", False):
-            break
-    body = messages[0].get("body", b"") if len(messages) == 1 else b"".join(m.get("body", b"") for m in messages)
-    return messages, body
-
-
-def _replay(messages: list[Message], receive: Receive) -> Receive:
-    """A `receive` that gives the read messages again, then the connection's."""
-    pending = list(messages)
-
-    async def replay() -> MutableMapping[str, Any]:
-        return pending.pop(0) if pending else await receive()
-
-    return replay

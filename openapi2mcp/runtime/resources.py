@@ -239,7 +239,7 @@ class Catalog:
         self, kind: str, items: Sequence[Any], cursor: str | None, caller: Caller | None
     ) -> tuple[list[Any], str | None]:
         visible = [i for i in items if self._allowed(kind, i.name, caller)]
-        tag = listing.view_tag([kind, *(i.name for i in visible)])
+        tag = listing.view_tag([i.name for i in visible])  # the cursor names its kind too
         return listing.page(visible, cursor, size=self.page_size, kind=kind, tag=tag)
 
     # ------------------------------------------------------------------ resources/read
